@@ -1,0 +1,400 @@
+//! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
+//! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
+
+pub mod timeline;
+pub mod timers;
+
+use serde::Serialize;
+
+use crate::journal::{secs, Event, Loaded, Record, Settings};
+use timers::{timer_at, TimerSource};
+
+/// A finding worth a person's attention: a number that may be a timer rather than the server's work.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Suspicion {
+    /// Always "round_timer" for now.
+    pub kind: String,
+    /// "process_exit" or "request".
+    pub subject: String,
+    /// The lifetime or duration that sits at the timer.
+    pub seconds: f64,
+    pub timer_s: f64,
+    pub timer_source: TimerSource,
+    /// When on the run's clock (the exit, or the request's end).
+    pub t_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    pub detail: String,
+}
+
+/// One server process from spawn to exit (or to the journal's end).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProcessLife {
+    pub pid: u32,
+    pub start_time: u64,
+    pub spawn_t_s: f64,
+    pub exit_t_s: Option<f64>,
+    pub age_s: Option<f64>,
+    pub status: Option<i32>,
+    pub meaning: Option<String>,
+    pub requested: bool,
+    /// Log lines of this process that matched a pattern.
+    pub log_lines: Vec<LogLine>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogLine {
+    pub t_s: f64,
+    pub label: String,
+    pub line: String,
+    pub timer_s: Option<f64>,
+}
+
+/// Everything the views show about a run's lifecycle.
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    pub mode: String,
+    pub command: Vec<String>,
+    pub started_at: String,
+    pub hostname: String,
+    /// The last timestamp in the journal.
+    pub end_s: f64,
+    /// Set when the journal ends without a clean end (crash, kill): "partial: journal ends at t=…".
+    pub partial: Option<String>,
+    pub settings: Settings,
+    pub processes: Vec<ProcessLife>,
+    /// Lifecycle events as the report shows them (each with t_s, kind, pid).
+    pub lifecycle: Vec<serde_json::Value>,
+    pub timeline: Vec<timeline::Entry>,
+    pub suspicions: Vec<Suspicion>,
+    pub restarts: u32,
+    /// The status of the last process to exit (wrap's own exit code).
+    pub last_status: Option<i32>,
+    /// Warnings and errors the run noted.
+    pub notes: Vec<(f64, String, String)>,
+}
+
+const LIFECYCLE_KINDS: &[&str] = &[
+    "spawn",
+    "exit",
+    "log",
+    "signal_sent",
+    "restart",
+    "leak",
+    "ready",
+    "fault",
+];
+
+pub fn analyze(journal: &Loaded) -> Analysis {
+    let recs = &journal.records;
+    let settings = recs
+        .iter()
+        .find_map(|r| match &r.event {
+            Event::Settings(s) => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let processes = process_lives(recs);
+    let restarts = recs
+        .iter()
+        .filter(|r| matches!(r.event, Event::Restart { .. }))
+        .count() as u32;
+    let last_status = recs.iter().rev().find_map(|r| match r.event {
+        Event::Exit { status, .. } => Some(status),
+        _ => None,
+    });
+    let end_s = journal.end_s();
+    let partial = partial_reason(journal);
+    let notes = recs
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Note { level, text } => Some((r.t_s, level.clone(), text.clone())),
+            _ => None,
+        })
+        .collect();
+    Analysis {
+        mode: journal.header.mode.clone(),
+        command: journal.header.command.clone(),
+        started_at: journal.header.started_at.clone(),
+        hostname: journal.header.hostname.clone(),
+        end_s,
+        partial,
+        suspicions: exit_suspicions(&processes, &settings),
+        lifecycle: lifecycle_json(recs),
+        timeline: timeline::build(recs, &processes),
+        settings,
+        processes,
+        restarts,
+        last_status,
+        notes,
+    }
+}
+
+/// Why the run is partial, in the words every view uses, or None if it ended cleanly.
+pub fn partial_reason(journal: &Loaded) -> Option<String> {
+    let end = journal.end_s();
+    if let Some(t) = &journal.truncated {
+        return Some(format!("partial: journal ends at t={end:.3}s ({t})"));
+    }
+    match journal.records.iter().rev().find_map(|r| match &r.event {
+        Event::End {
+            partial, reason, ..
+        } => Some((*partial, reason.clone())),
+        _ => None,
+    }) {
+        None => Some(format!(
+            "partial: journal ends at t={end:.3}s with no end record (witness was stopped or crashed)"
+        )),
+        Some((true, reason)) => Some(format!("partial: stopped early at t={end:.3}s: {reason}")),
+        Some((false, _)) => None,
+    }
+}
+
+fn lifecycle_json(recs: &[Record]) -> Vec<serde_json::Value> {
+    recs.iter()
+        .filter(|r| LIFECYCLE_KINDS.contains(&r.event.kind()))
+        .filter_map(|r| {
+            let mut v = serde_json::to_value(r).ok()?;
+            if let Some(o) = v.as_object_mut() {
+                o.entry("pid").or_insert(serde_json::Value::Null);
+            }
+            Some(v)
+        })
+        .collect()
+}
+
+/// Pairs spawns with exits by pid, in order.
+pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
+    let mut lives: Vec<ProcessLife> = Vec::new();
+    for r in recs {
+        match &r.event {
+            Event::Spawn {
+                pid, start_time, ..
+            } => lives.push(ProcessLife {
+                pid: *pid,
+                start_time: *start_time,
+                spawn_t_s: r.t_s,
+                exit_t_s: None,
+                age_s: None,
+                status: None,
+                meaning: None,
+                requested: false,
+                log_lines: Vec::new(),
+            }),
+            Event::Exit {
+                pid,
+                age_s,
+                status,
+                meaning,
+                requested,
+                ..
+            } => {
+                if let Some(l) = lives
+                    .iter_mut()
+                    .rev()
+                    .find(|l| l.pid == *pid && l.exit_t_s.is_none())
+                {
+                    l.exit_t_s = Some(r.t_s);
+                    l.age_s = Some(*age_s);
+                    l.status = Some(*status);
+                    l.meaning = Some(meaning.clone());
+                    l.requested = *requested;
+                }
+            }
+            Event::Log {
+                pid: Some(pid),
+                label,
+                line,
+                timer_s,
+                ..
+            } => {
+                if let Some(l) = lives.iter_mut().rev().find(|l| l.pid == *pid) {
+                    l.log_lines.push(LogLine {
+                        t_s: r.t_s,
+                        label: label.clone(),
+                        line: line.clone(),
+                        timer_s: *timer_s,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    lives
+}
+
+/// Timers a process's own log lines named, with the line.
+pub fn named_timers(recs: &[Record], pid: u32) -> Vec<(f64, TimerSource)> {
+    recs.iter()
+        .filter_map(|r| match &r.event {
+            Event::Log {
+                pid: Some(p),
+                line,
+                timer_s: Some(t),
+                ..
+            } if *p == pid => Some((*t, TimerSource::LogLine(line.clone()))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion> {
+    let mut out = Vec::new();
+    for l in lives {
+        let (Some(age), Some(t)) = (l.age_s, l.exit_t_s) else {
+            continue;
+        };
+        if l.requested {
+            continue;
+        }
+        let mut named: Vec<(f64, TimerSource)> = settings
+            .timers_s
+            .iter()
+            .map(|&t| (t, TimerSource::Flag))
+            .collect();
+        named.extend(
+            l.log_lines
+                .iter()
+                .filter_map(|g| Some((g.timer_s?, TimerSource::LogLine(g.line.clone())))),
+        );
+        if let Some((timer, source)) = timer_at(age, &named) {
+            out.push(Suspicion {
+                kind: "round_timer".into(),
+                subject: "process_exit".into(),
+                seconds: age,
+                timer_s: timer,
+                t_s: t,
+                pid: Some(l.pid),
+                detail: format!(
+                    "pid {} exited at age {:.2} s — at {}: a timer armed at process start?",
+                    l.pid,
+                    age,
+                    source.describe(timer)
+                ),
+                timer_source: source,
+            });
+        }
+    }
+    out
+}
+
+/// "3.00 s" style for ages in the words of findings.
+pub fn age_words(s: f64) -> String {
+    secs(s)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::journal::{Header, Stream};
+
+    pub fn loaded(events: Vec<(f64, Event)>) -> Loaded {
+        Loaded {
+            header: Header::new("wrap", vec!["witness".into(), "wrap".into()]),
+            records: events
+                .into_iter()
+                .map(|(t_s, event)| Record { t_s, event })
+                .collect(),
+            truncated: None,
+            skipped: vec![],
+        }
+    }
+
+    pub fn spawn(pid: u32) -> Event {
+        Event::Spawn {
+            pid,
+            start_time: 1000 + pid as u64,
+            command: vec!["srv".into()],
+            attempt: 0,
+            container_id: None,
+        }
+    }
+
+    pub fn exit(pid: u32, code: i32, age: f64, requested: bool) -> Event {
+        Event::Exit {
+            pid,
+            code: Some(code),
+            signal: None,
+            core_dumped: false,
+            age_s: age,
+            status: code,
+            requested,
+            meaning: crate::target::exit::code_meaning(code),
+            oom_killed: None,
+        }
+    }
+
+    pub fn end() -> Event {
+        Event::End {
+            reason: "done".into(),
+            partial: false,
+            exit_code: Some(0),
+        }
+    }
+
+    #[test]
+    fn a_watchdog_exit_is_suspected_at_the_timer_its_log_line_names() {
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (
+                6.0,
+                Event::Log {
+                    pid: Some(7),
+                    stream: Stream::Stderr,
+                    line: "[oi] process watchdog: force-exiting after 6s (exit 124)".into(),
+                    label: "watchdog".into(),
+                    truncated: false,
+                    timer_s: Some(6.0),
+                },
+            ),
+            (6.01, exit(7, 124, 6.01, false)),
+            (6.1, end()),
+        ]));
+        assert_eq!(a.suspicions.len(), 1);
+        let s = &a.suspicions[0];
+        assert_eq!(s.timer_s, 6.0);
+        assert!(matches!(s.timer_source, TimerSource::LogLine(_)));
+        assert!(s.detail.contains("exited at age 6.01 s"), "{}", s.detail);
+        assert_eq!(a.last_status, Some(124));
+        assert!(a.partial.is_none());
+    }
+
+    #[test]
+    fn an_exit_witness_asked_for_is_not_suspicious() {
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (30.0, exit(7, 143, 30.0, true)),
+            (30.1, end()),
+        ]));
+        assert!(a.suspicions.is_empty());
+    }
+
+    #[test]
+    fn a_journal_with_no_end_is_partial() {
+        let a = analyze(&loaded(vec![(0.0, spawn(7))]));
+        assert!(a
+            .partial
+            .unwrap()
+            .starts_with("partial: journal ends at t=0.000s"));
+    }
+
+    #[test]
+    fn every_lifecycle_entry_has_t_s_kind_and_pid() {
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (
+                1.0,
+                Event::Restart {
+                    attempt: 1,
+                    backoff_s: 0.1,
+                    reason: "x".into(),
+                    engine_restart_count: None,
+                },
+            ),
+        ]));
+        for e in &a.lifecycle {
+            assert!(e.get("t_s").is_some() && e.get("kind").is_some() && e.get("pid").is_some());
+        }
+        assert_eq!(a.restarts, 1);
+    }
+}

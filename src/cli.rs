@@ -1,0 +1,157 @@
+//! Command-line definitions only (clap derive). Values become validated config structs in `cmd/`
+//! before any engine sees them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::target::process::RestartPolicy;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "witness",
+    version,
+    about = "Load-test a server while watching it, so no number it prints is a measurement of the harness",
+    after_help = "Every run writes a journal (JSON Lines, one clock); `witness report JOURNAL` re-renders it."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the server under test as a child: pass its output through, journal its lifecycle, restart
+    /// it by policy, and print an annotated kill/restart timeline. Exits with the child's status.
+    Wrap(WrapArgs),
+    /// Re-render any past run from its journal.
+    Report(ReportArgs),
+}
+
+impl Command {
+    /// The exit code for witness's own failures in this mode.
+    pub fn internal_error_code(&self) -> i32 {
+        match self {
+            Command::Wrap(_) => crate::error::WRAP_INTERNAL,
+            _ => 1,
+        }
+    }
+}
+
+/// How the server under test is supervised (shared by wrap, load and soak).
+#[derive(Args, Debug, Clone)]
+pub struct SuperviseArgs {
+    /// When a child that exited is started again.
+    #[arg(long, value_enum, default_value = "never")]
+    pub restart: RestartPolicy,
+    /// Give up after this many restarts.
+    #[arg(long, value_name = "N")]
+    pub max_restarts: Option<u32>,
+    /// Delay before the first restart; doubles on each quick failure (up to 30 s), resets after a
+    /// process has run for --healthy-after.
+    #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
+    pub backoff: Duration,
+    /// A process that ran this long resets the restart backoff.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub healthy_after: Duration,
+    /// Extra pattern to watch for in the server's output: REGEX or LABEL=REGEX (repeatable).
+    #[arg(long = "watch", value_name = "REGEX")]
+    pub watch: Vec<String>,
+    /// A timer you know of (a watchdog, a proxy timeout): exits and durations near it are flagged.
+    #[arg(long = "timer", value_parser = parse_duration, value_name = "DURATION")]
+    pub timer: Vec<Duration>,
+    /// After asking the server to stop (SIGTERM or a forwarded signal), SIGKILL its process group
+    /// this long later.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub grace: Duration,
+}
+
+/// Where the run's records go.
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// The journal (JSON Lines); default: a new file in the temp folder, named at the end.
+    #[arg(long, value_name = "FILE")]
+    pub journal: Option<PathBuf>,
+    /// Write the JSON report here at the end.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct WrapArgs {
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// The server to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A journal written by wrap, load or soak (complete, or cut off by a crash).
+    pub journal: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
+    /// Write here instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFormat {
+    Text,
+    Json,
+}
+
+/// Durations the way people write them: `100ms`, `2s`, `1.5s`, `1m30s`, `2h`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if let Ok(d) = humantime::parse_duration(t) {
+        return Ok(d);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; write it like 100ms, 2s, 1.5s or 1m30s"))?;
+    let mult = match unit.trim() {
+        "" | "s" | "sec" | "secs" => 1.0,
+        "ms" => 0.001,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        u => return Err(format!("{s:?}: unknown unit {u:?}; use ms, s, m or h")),
+    };
+    let secs = n * mult;
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{s:?} is not a usable duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_the_usual_human_forms() {
+        assert_eq!(parse_duration("100ms").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        let e = parse_duration("soon").unwrap_err();
+        assert!(e.contains("like 100ms"), "{e}");
+    }
+
+    #[test]
+    fn the_cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,907 @@
+//! The journal: one append-only JSON Lines file of timestamped events on one clock.
+//!
+//! Every producer (targets, load driver, samplers) turns what it sees into an [`Event`] stamped with
+//! `t_s`, seconds since the run's start on a monotonic clock ([`RunClock`]). The first line is a
+//! [`Header`] with the one wall-clock anchor. Lifecycle events are written through to the OS at once;
+//! high-rate events (requests, samples) are buffered and flushed at least every [`FLUSH_EVERY`], so a
+//! `kill -9` of witness loses no lifecycle event and at most that much of the rest.
+//!
+//! [`read`] loads a journal back, accepting a last line cut off mid-write (and saying so), which is how
+//! `witness report` and every end-of-run view see the run: the live path and the re-render are one.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+/// High-rate events reach the file at least this often.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
+
+/// The run's one clock: monotonic seconds since the run started.
+#[derive(Clone, Copy, Debug)]
+pub struct RunClock {
+    start: Instant,
+}
+
+impl RunClock {
+    pub fn start() -> Self {
+        Self {
+            start: Instant::now(),
+        }
+    }
+    /// Seconds since the run's start, microsecond resolution.
+    pub fn now_s(&self) -> f64 {
+        self.at(Instant::now())
+    }
+    /// Where an `Instant` taken by a producer falls on the run's clock.
+    pub fn at(&self, i: Instant) -> f64 {
+        micros(i.saturating_duration_since(self.start).as_secs_f64())
+    }
+    pub fn instant(&self) -> Instant {
+        self.start
+    }
+}
+
+/// Rounds to the journal's resolution, one microsecond.
+pub fn micros(s: f64) -> f64 {
+    (s * 1e6).round() / 1e6
+}
+
+/// The first line of every journal.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Header {
+    /// Always "header"; lets a reader tell the first line from an event.
+    pub kind: String,
+    pub witness_version: String,
+    /// witness's own command line (secrets never reach argv, so it is safe to keep).
+    pub command: Vec<String>,
+    /// Wall-clock time of `t_s = 0`, RFC 3339.
+    pub started_at: String,
+    /// The same instant as Unix seconds, for arithmetic.
+    pub started_unix_s: f64,
+    pub hostname: String,
+    pub pid: u32,
+    /// Which subcommand wrote it: wrap, load, soak.
+    pub mode: String,
+}
+
+impl Header {
+    pub fn new(mode: &str, command: Vec<String>) -> Self {
+        let now = SystemTime::now();
+        let unix = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        Self {
+            kind: "header".into(),
+            witness_version: env!("CARGO_PKG_VERSION").into(),
+            command,
+            started_at: humantime::format_rfc3339_micros(now).to_string(),
+            started_unix_s: unix,
+            hostname: nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "unknown".into()),
+            pid: std::process::id(),
+            mode: mode.into(),
+        }
+    }
+}
+
+/// Which output stream of the server a line came from.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl std::fmt::Display for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        })
+    }
+}
+
+/// Who a server is: a process (pid + start time in clock ticks since boot, which changes on every
+/// restart even when a pid is reused) or a container (id + the engine's `StartedAt`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Identity {
+    pub pid: u32,
+    pub start_time: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_started_at: Option<String>,
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.container_id, &self.container_started_at) {
+            (Some(id), Some(at)) => write!(f, "container {} started {}", short_id(id), at),
+            _ => write!(f, "pid {} (start {})", self.pid, self.start_time),
+        }
+    }
+}
+
+fn short_id(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+/// What became of one request: a closed set (shared/DESIGN.md).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// A response with status below 400, read completely.
+    Ok,
+    /// The harness's own limit fired.
+    Timeout { phase: TimeoutPhase, limit_s: f64 },
+    /// The request failed; `status` is kept for HTTP errors.
+    Error {
+        error: ErrorKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+    },
+    /// The server refused work for capacity (429, 503, a QUEUE_FULL body): correct behaviour, counted
+    /// apart and never an error.
+    Rejected {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        reason: String,
+    },
+}
+
+impl Outcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Timeout { .. } => "timeout",
+            Outcome::Error { .. } => "error",
+            Outcome::Rejected { .. } => "rejected",
+        }
+    }
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Ok)
+    }
+    /// A failure is anything but ok and rejected.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Outcome::Timeout { .. } | Outcome::Error { .. })
+    }
+    /// One phrase for humans: "timeout (request limit 30s)", "error: connect refused".
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::Ok => "ok".into(),
+            Outcome::Timeout { phase, limit_s } => {
+                format!(
+                    "timeout ({phase} limit {}, the harness's own)",
+                    secs(*limit_s)
+                )
+            }
+            Outcome::Error {
+                error,
+                status: Some(s),
+            } => format!("error: {error} {s}"),
+            Outcome::Error {
+                error,
+                status: None,
+            } => format!("error: {error}"),
+            Outcome::Rejected { reason, .. } => format!("rejected ({reason})"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeoutPhase {
+    Connect,
+    Request,
+}
+
+impl std::fmt::Display for TimeoutPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeoutPhase::Connect => "connect",
+            TimeoutPhase::Request => "whole-request",
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    ConnectRefused,
+    Connect,
+    Reset,
+    ClosedBeforeResponse,
+    Protocol,
+    Http4xx,
+    Http5xx,
+    Other,
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ErrorKind::ConnectRefused => "connect refused",
+            ErrorKind::Connect => "connect failed",
+            ErrorKind::Reset => "connection reset",
+            ErrorKind::ClosedBeforeResponse => "closed before response",
+            ErrorKind::Protocol => "protocol error",
+            ErrorKind::Http4xx => "HTTP",
+            ErrorKind::Http5xx => "HTTP",
+            ErrorKind::Other => "other",
+        })
+    }
+}
+
+/// The result of one health probe: a status, or the name of the error that stopped it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Probe {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub duration_s: f64,
+}
+
+impl Probe {
+    pub fn healthy(&self) -> bool {
+        self.status == Some(200)
+    }
+    /// As the report shows it: the status number, or the error's name.
+    pub fn shown(&self) -> serde_json::Value {
+        match (self.status, &self.error) {
+            (Some(s), _) => serde_json::json!(s),
+            (None, Some(e)) => serde_json::json!(e),
+            (None, None) => serde_json::Value::Null,
+        }
+    }
+    pub fn text(&self) -> String {
+        match (self.status, &self.error) {
+            (Some(s), _) => s.to_string(),
+            (None, Some(e)) => e.clone(),
+            (None, None) => "none".into(),
+        }
+    }
+}
+
+/// One address's connect timings, part of the connect floor.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AddrFloor {
+    pub addr: String,
+    /// Median connect time over the attempts that succeeded, if any did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_ms: Option<f64>,
+    pub attempts: u32,
+    pub failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The settings of a run that its analysis depends on. Sections belong to the modes that use them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Settings {
+    /// Timers the user named (`--timer`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timers_s: Vec<f64>,
+    /// The load ladder's settings, for `load`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadSettings>,
+    /// Anything else a mode records about itself (soak plan summary, GPU mode...).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub extra: serde_json::Value,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LoadSettings {
+    pub url: String,
+    pub method: String,
+    pub levels: Vec<u32>,
+    pub timeout_s: f64,
+    pub connect_timeout_s: f64,
+    pub settle_s: f64,
+    pub factor: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+}
+
+/// Everything witness knows, one variant per kind of fact. Later capabilities add variants here.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    // ---- lifecycle: flushed at once -------------------------------------------------------------
+    /// A server process (or container) was started; `start_time` is read from /proc.
+    Spawn {
+        pid: u32,
+        start_time: u64,
+        command: Vec<String>,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        container_id: Option<String>,
+    },
+    /// A server process ended. `status` is the shell's view: the code, or 128+N for signal N.
+    Exit {
+        pid: u32,
+        code: Option<i32>,
+        signal: Option<String>,
+        core_dumped: bool,
+        age_s: f64,
+        status: i32,
+        /// witness asked it to stop (shutdown, forwarded signal): not a finding in itself.
+        requested: bool,
+        meaning: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        oom_killed: Option<bool>,
+    },
+    /// A line of the server's output that matched a watch pattern.
+    Log {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+        stream: Stream,
+        line: String,
+        label: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        truncated: bool,
+        /// A duration the line names ("after 90s", "timeout=30"): a known timer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timer_s: Option<f64>,
+    },
+    /// witness sent a signal to the server's process group.
+    SignalSent {
+        pid: u32,
+        signal: String,
+        reason: String,
+    },
+    /// The server is being started again under the restart policy (or the engine's).
+    Restart {
+        attempt: u32,
+        backoff_s: f64,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        engine_restart_count: Option<u64>,
+    },
+    /// The server exited but something (a grandchild) still holds its output pipes.
+    Leak { pid: u32, detail: String },
+    /// The server answered its readiness probe (or never did).
+    Ready {
+        ok: bool,
+        waited_s: f64,
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// A fault witness injected on purpose.
+    Fault {
+        action: String,
+        pid: u32,
+        detail: String,
+    },
+    /// Something worth saying that is not a measurement (a warning, a refused run).
+    Note { level: String, text: String },
+    /// The run's settings that analysis needs (timers, limits): the journal alone must suffice.
+    Settings(Settings),
+    /// The run ended; `partial` when it stopped before its plan was done.
+    End {
+        reason: String,
+        partial: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+    },
+
+    // ---- load ------------------------------------------------------------------------------------
+    /// Plain TCP connect timings to the target before any level.
+    ConnectFloor {
+        host: String,
+        port: u16,
+        addrs: Vec<AddrFloor>,
+        median_ms: Option<f64>,
+        limit_ms: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        advice: Option<String>,
+    },
+    /// A health probe and why it was made (ready, before, after, invariant).
+    Health {
+        url: String,
+        purpose: String,
+        #[serde(flatten)]
+        probe: Probe,
+    },
+    /// A level of the ladder begins (after its health probe and identity read).
+    LevelStart {
+        index: u32,
+        concurrency: u32,
+        health: Probe,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<Identity>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        skipped: Option<String>,
+    },
+    /// A level ends, after settle: health and identity again.
+    LevelEnd {
+        index: u32,
+        concurrency: u32,
+        health: Probe,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<Identity>,
+    },
+    /// One request, journalled when it completes (`t_s` is its end).
+    Request {
+        id: u64,
+        /// The level ("L4") or the soak request kind.
+        group: String,
+        worker: u32,
+        start_s: f64,
+        duration_s: f64,
+        outcome: Outcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        /// When it was meant to go, if it went late (coordinated omission).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scheduled_s: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+
+    // ---- samples -------------------------------------------------------------------------------
+    /// The server process tree's resources from /proc.
+    ProcSample {
+        pid: u32,
+        rss_bytes: u64,
+        cpu_pct: f64,
+        threads: u64,
+        fds: u64,
+        children: u64,
+    },
+    /// A container's resources from the engine's stats.
+    ContainerSample {
+        id: String,
+        mem_bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mem_limit_bytes: Option<u64>,
+        cpu_pct: f64,
+        pids: u64,
+    },
+    /// One GPU's figures from NVML.
+    GpuSample {
+        device: u32,
+        name: String,
+        mem_used_bytes: u64,
+        mem_free_bytes: u64,
+        mem_total_bytes: u64,
+        gpu_util_pct: f64,
+        mem_util_pct: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        temperature_c: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        power_w: Option<f64>,
+        /// GPU memory held by the server's own processes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_mem_bytes: Option<u64>,
+    },
+    /// A GPU was expected but could not be sampled (no driver, device gone).
+    GpuUnavailable { reason: String },
+    /// A user-declared gauge (soak).
+    Gauge {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// One invariant checked at one progress interval (soak).
+    Invariant {
+        interval: u32,
+        name: String,
+        ok: bool,
+        detail: String,
+    },
+    /// A progress interval closed (soak).
+    Interval { index: u32, requests: u64 },
+}
+
+impl Event {
+    /// Lifecycle events are written through at once; losing one would change a verdict.
+    pub fn is_lifecycle(&self) -> bool {
+        !matches!(
+            self,
+            Event::Request { .. }
+                | Event::ProcSample { .. }
+                | Event::ContainerSample { .. }
+                | Event::GpuSample { .. }
+                | Event::Gauge { .. }
+        )
+    }
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Spawn { .. } => "spawn",
+            Event::Exit { .. } => "exit",
+            Event::Log { .. } => "log",
+            Event::SignalSent { .. } => "signal_sent",
+            Event::Restart { .. } => "restart",
+            Event::Leak { .. } => "leak",
+            Event::Ready { .. } => "ready",
+            Event::Fault { .. } => "fault",
+            Event::Note { .. } => "note",
+            Event::Settings(_) => "settings",
+            Event::End { .. } => "end",
+            Event::ConnectFloor { .. } => "connect_floor",
+            Event::Health { .. } => "health",
+            Event::LevelStart { .. } => "level_start",
+            Event::LevelEnd { .. } => "level_end",
+            Event::Request { .. } => "request",
+            Event::ProcSample { .. } => "proc_sample",
+            Event::ContainerSample { .. } => "container_sample",
+            Event::GpuSample { .. } => "gpu_sample",
+            Event::GpuUnavailable { .. } => "gpu_unavailable",
+            Event::Gauge { .. } => "gauge",
+            Event::Invariant { .. } => "invariant",
+            Event::Interval { .. } => "interval",
+        }
+    }
+}
+
+/// One journal line after the header.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Record {
+    pub t_s: f64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+struct Sink {
+    out: BufWriter<File>,
+    dirty: bool,
+    error: Option<String>,
+}
+
+struct Inner {
+    sink: Mutex<Sink>,
+    /// Lifecycle events kept in memory too (few, and producers ask about them while running).
+    lifecycle: Mutex<Vec<Record>>,
+    clock: RunClock,
+    path: PathBuf,
+}
+
+/// The writer handle; cheap to clone and share between producers.
+#[derive(Clone)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+impl Journal {
+    /// Creates the file, writes the header, and starts the background flusher.
+    pub fn create(path: &Path, header: &Header) -> anyhow::Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| {
+                format!(
+                    "creating the journal's folder {} (--journal)",
+                    dir.display()
+                )
+            })?;
+        }
+        let file = File::create(path)
+            .with_context(|| format!("creating the journal {} (--journal)", path.display()))?;
+        let mut out = BufWriter::with_capacity(256 * 1024, file);
+        serde_json::to_writer(&mut out, header)?;
+        out.write_all(b"\n")?;
+        out.flush()
+            .with_context(|| format!("writing the journal {}", path.display()))?;
+        let inner = Arc::new(Inner {
+            sink: Mutex::new(Sink {
+                out,
+                dirty: false,
+                error: None,
+            }),
+            lifecycle: Mutex::new(Vec::new()),
+            clock: RunClock::start(),
+            path: path.to_owned(),
+        });
+        spawn_flusher(Arc::downgrade(&inner));
+        Ok(Self { inner })
+    }
+
+    pub fn clock(&self) -> RunClock {
+        self.inner.clock
+    }
+    pub fn now_s(&self) -> f64 {
+        self.inner.clock.now_s()
+    }
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Appends one event stamped `t_s`. Serialisation happens outside the lock.
+    pub fn emit_at(&self, t_s: f64, event: Event) {
+        let lifecycle = event.is_lifecycle();
+        let rec = Record {
+            t_s: micros(t_s),
+            event,
+        };
+        let mut line = match serde_json::to_vec(&rec) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("witness: could not encode a journal event: {e}");
+                return;
+            }
+        };
+        line.push(b'\n');
+        {
+            let mut sink = self.inner.sink.lock().unwrap_or_else(|p| p.into_inner());
+            let res = sink.out.write_all(&line).and_then(|_| {
+                if lifecycle {
+                    sink.out.flush()
+                } else {
+                    Ok(())
+                }
+            });
+            sink.dirty = !lifecycle;
+            if let Err(e) = res {
+                if sink.error.is_none() {
+                    eprintln!(
+                        "witness: writing the journal {} failed: {e}",
+                        self.inner.path.display()
+                    );
+                    sink.error = Some(e.to_string());
+                }
+            }
+        }
+        if lifecycle {
+            self.inner
+                .lifecycle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(rec);
+        }
+    }
+
+    /// Appends one event stamped now.
+    pub fn emit(&self, event: Event) -> f64 {
+        let t = self.now_s();
+        self.emit_at(t, event);
+        t
+    }
+
+    /// The lifecycle events so far, in the order they were written.
+    pub fn lifecycle(&self) -> Vec<Record> {
+        self.inner
+            .lifecycle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Flushes whatever is buffered; returns the first write error, if any happened.
+    pub fn flush(&self) -> anyhow::Result<()> {
+        let mut sink = self.inner.sink.lock().unwrap_or_else(|p| p.into_inner());
+        sink.out.flush()?;
+        sink.dirty = false;
+        if let Some(e) = &sink.error {
+            anyhow::bail!(
+                "the journal {} is incomplete: {e}",
+                self.inner.path.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+fn spawn_flusher(inner: Weak<Inner>) {
+    std::thread::Builder::new()
+        .name("journal-flush".into())
+        .spawn(move || loop {
+            std::thread::sleep(FLUSH_EVERY);
+            let Some(inner) = inner.upgrade() else { return };
+            let mut sink = inner.sink.lock().unwrap_or_else(|p| p.into_inner());
+            if sink.dirty {
+                let _ = sink.out.flush();
+                sink.dirty = false;
+            }
+        })
+        .expect("spawning the journal flusher");
+}
+
+/// A journal read back from disk.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub header: Header,
+    pub records: Vec<Record>,
+    /// Set when the last line was cut off mid-write (witness was killed): says where.
+    pub truncated: Option<String>,
+    /// Lines in the middle that could not be read, with their numbers; kept out of the analysis.
+    pub skipped: Vec<String>,
+}
+
+impl Loaded {
+    /// The run's last timestamp seen.
+    pub fn end_s(&self) -> f64 {
+        self.records.iter().map(|r| r.t_s).fold(0.0, f64::max)
+    }
+    /// The run ended without an `end` event or mid-line: what every view labels "partial".
+    pub fn is_partial(&self) -> bool {
+        self.truncated.is_some()
+            || !self
+                .records
+                .iter()
+                .any(|r| matches!(r.event, Event::End { partial: false, .. }))
+    }
+}
+
+/// Reads a journal, tolerating a cut-off last line.
+pub fn read(path: &Path) -> anyhow::Result<Loaded> {
+    let file =
+        File::open(path).with_context(|| format!("opening the journal {}", path.display()))?;
+    read_from(BufReader::new(file))
+        .with_context(|| format!("reading the journal {}", path.display()))
+}
+
+pub fn read_from(mut input: impl BufRead) -> anyhow::Result<Loaded> {
+    let mut first = String::new();
+    input.read_line(&mut first)?;
+    let header: Header = serde_json::from_str(first.trim_end()).map_err(|e| {
+        anyhow::anyhow!("its first line is not a witness journal header ({e}); is this a journal?")
+    })?;
+    let mut records = Vec::new();
+    let mut skipped = Vec::new();
+    let mut truncated = None;
+    let mut buf = Vec::new();
+    let mut lineno = 1;
+    loop {
+        buf.clear();
+        let n = input.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        lineno += 1;
+        let complete = buf.last() == Some(&b'\n');
+        let text = String::from_utf8_lossy(&buf);
+        let text = text.trim_end();
+        if text.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(text) {
+            Ok(r) => records.push(r),
+            Err(_) if !complete => {
+                truncated = Some(format!(
+                    "line {lineno} was cut off mid-write ({} bytes kept out); witness was probably killed",
+                    buf.len()
+                ));
+            }
+            Err(e) => skipped.push(format!("line {lineno}: {e}")),
+        }
+    }
+    Ok(Loaded {
+        header,
+        records,
+        truncated,
+        skipped,
+    })
+}
+
+/// The default journal path when none is given: in the temp folder, named for the mode and time.
+pub fn default_path(mode: &str) -> PathBuf {
+    let stamp = humantime::format_rfc3339_seconds(SystemTime::now())
+        .to_string()
+        .replace([':', '-'], "");
+    std::env::temp_dir().join(format!(
+        "witness-{mode}-{}-{}.jsonl",
+        stamp.trim_end_matches('Z'),
+        std::process::id()
+    ))
+}
+
+/// "1.5s", "90s", "2m", "250ms": durations for humans.
+pub fn secs(s: f64) -> String {
+    if s >= 120.0 && (s % 60.0).abs() < 1e-9 {
+        format!("{}m", (s / 60.0) as u64)
+    } else if s >= 1.0 || s == 0.0 {
+        let t = format!("{s:.2}");
+        let t = t.trim_end_matches('0').trim_end_matches('.');
+        format!("{t}s")
+    } else {
+        format!("{}ms", micros(s * 1000.0).round() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Event> {
+        vec![
+            Event::Spawn {
+                pid: 10,
+                start_time: 99,
+                command: vec!["srv".into()],
+                attempt: 0,
+                container_id: None,
+            },
+            Event::Request {
+                id: 1,
+                group: "L1".into(),
+                worker: 0,
+                start_s: 0.5,
+                duration_s: 0.25,
+                outcome: Outcome::Timeout {
+                    phase: TimeoutPhase::Request,
+                    limit_s: 30.0,
+                },
+                status: None,
+                scheduled_s: None,
+                detail: None,
+            },
+            Event::Health {
+                url: "http://127.0.0.1:1/health".into(),
+                purpose: "before".into(),
+                probe: Probe {
+                    status: Some(200),
+                    error: None,
+                    duration_s: 0.001,
+                },
+            },
+        ]
+    }
+
+    #[test]
+    fn events_round_trip_through_a_file() {
+        let dir = tempdir();
+        let path = dir.join("j.jsonl");
+        let j = Journal::create(&path, &Header::new("wrap", vec!["witness".into()])).unwrap();
+        for e in sample() {
+            j.emit(e);
+        }
+        j.flush().unwrap();
+        let loaded = read(&path).unwrap();
+        assert_eq!(loaded.header.mode, "wrap");
+        let events: Vec<Event> = loaded.records.into_iter().map(|r| r.event).collect();
+        assert_eq!(events, sample());
+        assert!(loaded.truncated.is_none());
+    }
+
+    #[test]
+    fn a_line_cut_off_mid_write_is_reported_not_fatal() {
+        let header = serde_json::to_string(&Header::new("load", vec![])).unwrap();
+        let good = r#"{"t_s":1.0,"kind":"note","level":"info","text":"x"}"#;
+        let text = format!("{header}\n{good}\n{{\"t_s\":2.0,\"kind\":\"no");
+        let loaded = read_from(text.as_bytes()).unwrap();
+        assert_eq!(loaded.records.len(), 1);
+        assert!(loaded.truncated.unwrap().contains("line 3"));
+        assert!(loaded.is_partial());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_journal_says_so() {
+        let err = read_from("hello\n".as_bytes()).unwrap_err();
+        assert!(format!("{err:#}").contains("not a witness journal header"));
+    }
+
+    #[test]
+    fn t_s_is_kept_to_the_microsecond() {
+        assert_eq!(micros(1.23456789), 1.234568);
+    }
+
+    #[test]
+    fn durations_read_like_a_person_wrote_them() {
+        assert_eq!(secs(90.0), "90s");
+        assert_eq!(secs(1.5), "1.5s");
+        assert_eq!(secs(0.25), "250ms");
+        assert_eq!(secs(300.0), "5m");
+    }
+
+    pub(crate) fn tempdir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "witness-test-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+}

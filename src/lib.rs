@@ -1,0 +1,19 @@
+//! witness: load-test a server while watching it, so that no number it prints is really a measurement
+//! of the harness. One journal of events on one clock; every verdict and view is a pure function of it
+//! (shared/DESIGN.md).
+
+pub mod analyze;
+pub mod cli;
+pub mod cmd;
+pub mod error;
+pub mod journal;
+pub mod report;
+pub mod target;
+
+/// Runs one subcommand; returns witness's exit code.
+pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        cli::Command::Wrap(args) => cmd::wrap::run(args).await,
+        cli::Command::Report(args) => cmd::report::run(args),
+    }
+}

@@ -1,0 +1,29 @@
+//! The witness binary: parse, run, map the error to an exit code.
+
+use clap::Parser;
+
+fn main() {
+    let cli = witness::cli::Cli::parse();
+    let internal = cli.command.internal_error_code();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("witness")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("witness: could not start the async runtime: {e}");
+            std::process::exit(internal);
+        }
+    };
+    let code = match rt.block_on(witness::run(cli)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("witness: error: {err:#}");
+            witness::error::exit_code(&err, internal)
+        }
+    };
+    // Background drains and samplers must not hold the exit.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    std::process::exit(code);
+}

@@ -1,0 +1,31 @@
+//! Views: each output format is one file behind [`View`], rendering what `analyze` returned. A view
+//! never computes a verdict.
+
+pub mod json;
+pub mod terminal;
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::analyze::Analysis;
+
+/// One output format.
+pub trait View {
+    fn render(&self, analysis: &Analysis) -> anyhow::Result<Vec<u8>>;
+}
+
+/// Renders a view into a file, replacing it whole (written beside it, then renamed), so a reader
+/// never sees half a report.
+pub fn write_file(
+    view: &dyn View,
+    analysis: &Analysis,
+    path: &Path,
+    flag: &str,
+) -> anyhow::Result<()> {
+    let bytes = view.render(analysis)?;
+    let tmp = path.with_extension("witness-tmp");
+    std::fs::write(&tmp, &bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .with_context(|| format!("writing {} ({flag})", path.display()))
+}

@@ -1,0 +1,162 @@
+//! What an exit status means, in words: a code versus death by a signal, core dumps, and the shell
+//! conventions (124 from `timeout` and watchdogs, 125–127, 128+N relayed signals).
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
+/// One process's end, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// The exit code, when it exited rather than being killed.
+    pub code: Option<i32>,
+    /// The signal that killed it.
+    pub signal: Option<i32>,
+    pub core_dumped: bool,
+}
+
+impl ExitInfo {
+    pub fn from_status(st: ExitStatus) -> Self {
+        Self {
+            code: st.code(),
+            signal: st.signal(),
+            core_dumped: st.core_dumped(),
+        }
+    }
+
+    /// The shell's view of it, and witness's own exit code: the code, or 128+N for signal N.
+    pub fn status(&self) -> i32 {
+        match (self.code, self.signal) {
+            (Some(c), _) => c,
+            (None, Some(s)) => 128 + s,
+            (None, None) => 1,
+        }
+    }
+
+    pub fn signal_name(&self) -> Option<String> {
+        self.signal.map(signal_name)
+    }
+
+    pub fn meaning(&self) -> String {
+        let mut m = match (self.code, self.signal) {
+            (_, Some(sig)) => format!(
+                "killed by {} ({}){}",
+                signal_name(sig),
+                signal_says(sig),
+                if sig == libc::SIGKILL {
+                    "; SIGKILL alone is not proof of an OOM kill"
+                } else {
+                    ""
+                }
+            ),
+            (Some(code), None) => code_meaning(code),
+            (None, None) => "ended for an unknown reason".into(),
+        };
+        if self.core_dumped {
+            m.push_str("; core dumped");
+        }
+        m
+    }
+}
+
+/// The conventions behind a plain exit code.
+pub fn code_meaning(code: i32) -> String {
+    match code {
+        0 => "exited cleanly (0)".into(),
+        124 => "exited 124: a timeout or watchdog fired (coreutils `timeout` and many watchdogs use 124)"
+            .into(),
+        125 => "exited 125: the wrapper itself failed (timeout/docker run use 125)".into(),
+        126 => "exited 126: the command was found but could not be executed".into(),
+        127 => "exited 127: command not found".into(),
+        c if c > 128 && c < 128 + 65 => {
+            let sig = c - 128;
+            let name = signal_name(sig);
+            if sig == libc::SIGKILL {
+                format!(
+                    "exited {c}: {name} as relayed by a shell (128+{sig}); it is not proof of an OOM kill"
+                )
+            } else {
+                format!("exited {c}: {name} as relayed by a shell (128+{sig})")
+            }
+        }
+        c => format!("exited with code {c} (a failure the program reported itself)"),
+    }
+}
+
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// Parses "SIGTERM", "TERM" or "15".
+pub fn parse_signal(s: &str) -> Option<nix::sys::signal::Signal> {
+    use std::str::FromStr;
+    if let Ok(n) = s.parse::<i32>() {
+        return nix::sys::signal::Signal::try_from(n).ok();
+    }
+    let up = s.to_ascii_uppercase();
+    let name = if up.starts_with("SIG") {
+        up
+    } else {
+        format!("SIG{up}")
+    };
+    nix::sys::signal::Signal::from_str(&name).ok()
+}
+
+fn signal_says(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => {
+            "uncatchable kill: the OOM killer, `kill -9`, or a supervisor's last resort"
+        }
+        libc::SIGTERM => "a polite request to stop",
+        libc::SIGINT => "interrupt, as from Ctrl-C",
+        libc::SIGALRM => "an alarm timer expired: a timer armed in the process",
+        libc::SIGSEGV => "invalid memory access",
+        libc::SIGABRT => "abort, as from a failed assertion or panic=abort",
+        libc::SIGBUS => "bus error",
+        libc::SIGHUP => "hang-up",
+        libc::SIGQUIT => "quit",
+        libc::SIGPIPE => "wrote to a closed pipe",
+        libc::SIGXCPU => "CPU time limit exceeded",
+        _ => "a signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_death_reads_as_128_plus_n_and_is_named() {
+        let e = ExitInfo {
+            code: None,
+            signal: Some(libc::SIGALRM),
+            core_dumped: false,
+        };
+        assert_eq!(e.status(), 142);
+        assert_eq!(e.signal_name().as_deref(), Some("SIGALRM"));
+        assert!(e.meaning().contains("alarm"));
+    }
+
+    #[test]
+    fn exit_137_is_not_called_an_oom_kill() {
+        let m = code_meaning(137);
+        assert!(m.contains("SIGKILL"), "{m}");
+        assert!(m.contains("not proof of an OOM kill"), "{m}");
+    }
+
+    #[test]
+    fn exit_124_is_a_timeout_or_watchdog() {
+        assert!(code_meaning(124).contains("timeout or watchdog"));
+        assert!(code_meaning(127).contains("not found"));
+    }
+
+    #[test]
+    fn signals_parse_by_name_or_number() {
+        use nix::sys::signal::Signal;
+        assert_eq!(parse_signal("TERM"), Some(Signal::SIGTERM));
+        assert_eq!(parse_signal("sigkill"), Some(Signal::SIGKILL));
+        assert_eq!(parse_signal("2"), Some(Signal::SIGINT));
+        assert_eq!(parse_signal("nope"), None);
+    }
+}

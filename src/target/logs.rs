@@ -1,0 +1,344 @@
+//! Tailing the server's output: pass every byte through unchanged, read every line with a timestamp,
+//! and journal the lines that match a watch pattern (watchdog, timeout, panic, OOM, kill, exit, or the
+//! user's own `--watch`).
+//!
+//! The child must never be slowed by witness, so each stream is drained by its own thread in 64 KiB
+//! reads; a line is kept for matching up to [`MAX_LINE`] bytes and the rest of a longer line is counted
+//! and dropped (the pass-through still gets every byte). Invalid UTF-8 is kept lossily, and a last line
+//! with no newline is still matched.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use regex::{Regex, RegexSet};
+
+use crate::journal::{Event, Journal, Stream};
+
+/// The most of one line kept for matching and journalling.
+pub const MAX_LINE: usize = 16 * 1024;
+
+/// Built-in watch patterns: (label, case-insensitive regex). The first that matches names the line.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("watchdog", r"watchdog|force[- ]?exit"),
+    (
+        "timeout",
+        r"timed out|deadline exceeded|worker timeout|timeout expired|timeout exceeded",
+    ),
+    (
+        "panic",
+        r"panicked at|\bpanic:|traceback \(most recent call last\)|fatal error|segmentation fault|\bsigsegv\b|uncaught exception",
+    ),
+    (
+        "oom",
+        r"out of memory|\boom\b|oom-kill|cannot allocate memory|memory allocation of \d+ bytes failed|outofmemoryerror",
+    ),
+    (
+        "killed",
+        r"\bkilled\b|terminated by signal|received signal|\bsigkill\b|\bsigterm\b",
+    ),
+    (
+        "exit",
+        r"\bexit(ing|ed)?\b.*\b(code|status)\b|\bexiting\b|shutting down",
+    ),
+];
+
+/// Compiled watch patterns.
+pub struct Patterns {
+    labels: Vec<String>,
+    set: RegexSet,
+    timer: Vec<(Regex, bool)>,
+}
+
+/// A `--watch` value that is not a valid regular expression.
+#[derive(Debug, thiserror::Error)]
+#[error("--watch {given:?} is not a valid regular expression: {why}")]
+pub struct BadPattern {
+    pub given: String,
+    pub why: String,
+}
+
+impl Patterns {
+    /// Built-ins plus the user's `--watch` values (`REGEX` or `LABEL=REGEX`). User patterns come first,
+    /// so a user's label wins over a built-in one for the same line.
+    pub fn new(user: &[String]) -> Result<Self, BadPattern> {
+        let mut labels = Vec::new();
+        let mut sources = Vec::new();
+        for given in user {
+            let (label, re) = match given.split_once('=') {
+                Some((l, r))
+                    if !l.is_empty()
+                        && l.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+                {
+                    (l.to_string(), r.to_string())
+                }
+                _ => ("watch".to_string(), given.clone()),
+            };
+            Regex::new(&re).map_err(|e| BadPattern {
+                given: given.clone(),
+                why: e
+                    .to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string(),
+            })?;
+            labels.push(label);
+            sources.push(re);
+        }
+        for (label, re) in BUILTIN {
+            labels.push(label.to_string());
+            sources.push(format!("(?i){re}"));
+        }
+        let set = RegexSet::new(&sources).map_err(|e| BadPattern {
+            given: user.join(" "),
+            why: e.to_string(),
+        })?;
+        Ok(Self {
+            labels,
+            set,
+            timer: timer_regexes(),
+        })
+    }
+
+    /// The label of the first pattern the line matches.
+    pub fn label(&self, line: &str) -> Option<&str> {
+        self.set
+            .matches(line)
+            .iter()
+            .next()
+            .map(|i| self.labels[i].as_str())
+    }
+
+    /// A duration the line names ("after 90s", "timeout=30", "deadline of 2m"): a known timer.
+    pub fn timer_in(&self, line: &str) -> Option<f64> {
+        for (re, has_unit) in &self.timer {
+            for c in re.captures_iter(line) {
+                let n: f64 = c[1].parse().ok()?;
+                let s = if *has_unit {
+                    n * unit_seconds(c.get(2).map_or("s", |m| m.as_str()))
+                } else {
+                    n
+                };
+                if s > 0.0 {
+                    return Some(s);
+                }
+            }
+        }
+        None
+    }
+}
+
+fn timer_regexes() -> Vec<(Regex, bool)> {
+    vec![
+        (
+            Regex::new(r"(?i)(\d+(?:\.\d+)?)\s*(ms|milliseconds?|secs?|seconds?|s|mins?|minutes?|m|h|hours?)\b")
+                .unwrap(),
+            true,
+        ),
+        (
+            Regex::new(r"(?i)\b(?:timeout|deadline|after|limit|watchdog)\s*[=:]?\s*(\d+(?:\.\d+)?)\b")
+                .unwrap(),
+            false,
+        ),
+    ]
+}
+
+fn unit_seconds(u: &str) -> f64 {
+    let u = u.to_ascii_lowercase();
+    if u.starts_with("ms") || u.starts_with("milli") {
+        0.001
+    } else if u.starts_with('h') {
+        3600.0
+    } else if u == "m" || u.starts_with("min") {
+        60.0
+    } else {
+        1.0
+    }
+}
+
+/// Where a drained stream's bytes go besides the line reader.
+pub enum PassThrough {
+    /// witness's own stdout or stderr (the transparent default).
+    Own(Stream),
+    /// Nowhere: the output is read and matched only.
+    Discard,
+}
+
+/// Drains one stream until EOF on the calling thread. Returns the number of bytes read.
+pub fn drain(
+    mut src: impl Read,
+    stream: Stream,
+    pass: PassThrough,
+    pid: Option<u32>,
+    patterns: Arc<Patterns>,
+    journal: Journal,
+) -> u64 {
+    let mut out: Option<Box<dyn Write>> = match pass {
+        PassThrough::Own(Stream::Stdout) => Some(Box::new(std::io::stdout())),
+        PassThrough::Own(Stream::Stderr) => Some(Box::new(std::io::stderr())),
+        PassThrough::Discard => None,
+    };
+    let mut lines = LineSplitter::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    let mut on_line = |line: &[u8], truncated: bool| {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches('\r');
+        if let Some(label) = patterns.label(text) {
+            journal.emit(Event::Log {
+                pid,
+                stream,
+                line: text.to_string(),
+                label: label.to_string(),
+                truncated,
+                timer_s: patterns.timer_in(text),
+            });
+        }
+    };
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        total += n as u64;
+        if let Some(w) = out.as_mut() {
+            // A closed stdout (EPIPE) must not stop the draining, only the pass-through.
+            if w.write_all(&buf[..n]).and_then(|_| w.flush()).is_err() {
+                out = None;
+            }
+        }
+        lines.push(&buf[..n], &mut on_line);
+    }
+    lines.finish(&mut on_line);
+    total
+}
+
+/// Splits a byte stream into lines with a bounded buffer.
+#[derive(Default)]
+pub struct LineSplitter {
+    cur: Vec<u8>,
+    truncated: bool,
+}
+
+impl LineSplitter {
+    pub fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(&[u8], bool)) {
+        while let Some(i) = memchr(b'\n', chunk) {
+            let part = &chunk[..i];
+            if self.cur.is_empty() && !self.truncated {
+                on_line(&part[..part.len().min(MAX_LINE)], part.len() > MAX_LINE);
+            } else {
+                self.keep(part);
+                on_line(&self.cur, self.truncated);
+                self.cur.clear();
+                self.truncated = false;
+            }
+            chunk = &chunk[i + 1..];
+        }
+        self.keep(chunk);
+    }
+
+    fn keep(&mut self, part: &[u8]) {
+        let room = MAX_LINE - self.cur.len();
+        if part.len() > room {
+            self.truncated = true;
+        }
+        self.cur.extend_from_slice(&part[..part.len().min(room)]);
+    }
+
+    /// A last line with no newline is not lost.
+    pub fn finish(&mut self, on_line: &mut impl FnMut(&[u8], bool)) {
+        if !self.cur.is_empty() || self.truncated {
+            on_line(&self.cur, self.truncated);
+        }
+        self.cur.clear();
+        self.truncated = false;
+    }
+}
+
+fn memchr(b: u8, s: &[u8]) -> Option<usize> {
+    s.iter().position(|&c| c == b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(chunks: &[&[u8]]) -> Vec<(String, bool)> {
+        let mut got = Vec::new();
+        let mut s = LineSplitter::default();
+        let mut f = |l: &[u8], t: bool| got.push((String::from_utf8_lossy(l).into_owned(), t));
+        for c in chunks {
+            s.push(c, &mut f);
+        }
+        s.finish(&mut f);
+        got
+    }
+
+    #[test]
+    fn lines_split_across_chunks_and_a_last_line_without_newline_is_kept() {
+        let got = split(&[b"ab", b"c\nde", b"f\ng"]);
+        assert_eq!(
+            got,
+            vec![
+                ("abc".into(), false),
+                ("def".into(), false),
+                ("g".into(), false)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_huge_line_is_truncated_and_marked_with_bounded_memory() {
+        let big = vec![b'x'; MAX_LINE * 3];
+        let mut s = LineSplitter::default();
+        let mut got = Vec::new();
+        let mut f = |l: &[u8], t: bool| got.push((l.len(), t));
+        for _ in 0..10 {
+            s.push(&big, &mut f);
+            assert!(s.cur.capacity() <= MAX_LINE * 2);
+        }
+        s.push(b"\nnext\n", &mut f);
+        assert_eq!(got, vec![(MAX_LINE, true), (4, false)]);
+    }
+
+    #[test]
+    fn invalid_utf8_is_kept_lossily() {
+        let got = split(&[b"bad \xff byte\n"]);
+        assert_eq!(got[0].0, "bad \u{fffd} byte");
+    }
+
+    #[test]
+    fn builtin_patterns_label_the_seed_lines() {
+        let p = Patterns::new(&[]).unwrap();
+        let l = "[oi] process watchdog: force-exiting after 90s (exit 124)";
+        assert_eq!(p.label(l), Some("watchdog"));
+        assert_eq!(p.timer_in(l), Some(90.0));
+        assert_eq!(
+            p.label("[2024] [CRITICAL] WORKER TIMEOUT (pid:12)"),
+            Some("timeout")
+        );
+        assert_eq!(
+            p.label("thread 'main' panicked at src/main.rs:3:5"),
+            Some("panic")
+        );
+        assert_eq!(p.label("Traceback (most recent call last):"), Some("panic"));
+        assert_eq!(p.label("fatal: Out of memory"), Some("oom"));
+        assert_eq!(p.label("GET /health 200"), None);
+        assert_eq!(p.timer_in("request timeout=30"), Some(30.0));
+        assert_eq!(p.timer_in("deadline exceeded after 1500ms"), Some(1.5));
+        assert_eq!(p.timer_in("exit 124"), None);
+    }
+
+    #[test]
+    fn user_patterns_take_a_label_and_bad_ones_are_named() {
+        let p = Patterns::new(&["lease=lease expired".into(), "boom".into()]).unwrap();
+        assert_eq!(p.label("the lease expired"), Some("lease"));
+        assert_eq!(p.label("boom!"), Some("watch"));
+        let e = Patterns::new(&["(unclosed".into()]).unwrap_err();
+        assert!(e.to_string().contains("--watch \"(unclosed\""), "{e}");
+    }
+}

@@ -1,0 +1,83 @@
+//! Targets: what runs the server under test. The process target supervises a child; the attach
+//! target watches whatever listens on a port. Both give the load driver and samplers the same things:
+//! an identity (pid + start time), a lifecycle in the journal, and a way to stop.
+
+pub mod exit;
+pub mod logs;
+pub mod process;
+
+use crate::journal::Identity;
+
+/// pid + start time (clock ticks since boot, from /proc/PID/stat), or None if the process is gone.
+pub fn identity_of(pid: u32) -> Option<Identity> {
+    let stat = procfs::process::Process::new(pid as i32)
+        .ok()?
+        .stat()
+        .ok()?;
+    Some(Identity {
+        pid,
+        start_time: stat.starttime,
+        container_id: None,
+        container_started_at: None,
+    })
+}
+
+/// The process listening on a TCP port (IPv4 or IPv6), found through /proc: the socket's inode in
+/// /proc/net/tcp{,6}, then the process holding that inode among its fds. No lsof needed.
+pub fn listener_of(port: u16) -> Option<Identity> {
+    use procfs::net::TcpState;
+    let mut inodes = Vec::new();
+    for table in [procfs::net::tcp(), procfs::net::tcp6()]
+        .into_iter()
+        .flatten()
+    {
+        for e in table {
+            if e.state == TcpState::Listen && e.local_address.port() == port {
+                inodes.push(e.inode);
+            }
+        }
+    }
+    if inodes.is_empty() {
+        return None;
+    }
+    let mut found: Vec<u32> = Vec::new();
+    for p in procfs::process::all_processes().ok()?.flatten() {
+        let Ok(fds) = p.fd() else { continue };
+        for fd in fds.flatten() {
+            if let procfs::process::FDTarget::Socket(inode) = fd.target {
+                if inodes.contains(&inode) {
+                    found.push(p.pid as u32);
+                    break;
+                }
+            }
+        }
+    }
+    // A pre-fork server shares the socket with its workers: the oldest holder is the server.
+    found
+        .into_iter()
+        .filter_map(identity_of)
+        .min_by_key(|id| (id.start_time, id.pid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_own_identity_is_readable_and_stable() {
+        let me = std::process::id();
+        let a = identity_of(me).unwrap();
+        assert_eq!(a, identity_of(me).unwrap());
+        assert!(a.start_time > 0);
+    }
+
+    #[test]
+    fn the_listener_on_a_port_is_found_through_proc() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let id = listener_of(port).expect("our own listener");
+        assert_eq!(id.pid, std::process::id());
+        drop(l);
+        assert!(listener_of(port).is_none());
+    }
+}
