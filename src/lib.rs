@@ -8,6 +8,7 @@ pub mod cmd;
 pub mod error;
 pub mod journal;
 pub mod report;
+pub mod sample;
 pub mod target;
 
 /// Runs one subcommand; returns witness's exit code.

@@ -2,11 +2,64 @@
 //! target watches whatever listens on a port. Both give the load driver and samplers the same things:
 //! an identity (pid + start time), a lifecycle in the journal, and a way to stop.
 
+pub mod attach;
 pub mod exit;
 pub mod logs;
 pub mod process;
 
 use crate::journal::Identity;
+use crate::sample::PidSource;
+
+/// The server under test, however it runs. The load driver and samplers see only this.
+pub enum Target {
+    /// witness's own child, supervised.
+    Process(process::Supervisor),
+    /// Someone else's process, found by the port it listens on.
+    Attach(attach::Attach),
+}
+
+impl Target {
+    /// Who the server is right now.
+    pub fn identity(&self) -> Option<Identity> {
+        match self {
+            Target::Process(s) => s.identity(),
+            Target::Attach(a) => a.identity(),
+        }
+    }
+
+    /// For samplers: the pid to read, looked up at each reading.
+    pub fn pid_source(&self) -> PidSource {
+        match self {
+            Target::Process(s) => {
+                let st = s.state();
+                Box::new(move || match &*st.borrow() {
+                    process::State::Running(id) => Some(id.pid),
+                    _ => None,
+                })
+            }
+            Target::Attach(a) => {
+                let port = a.port;
+                Box::new(move || listener_of(port).map(|i| i.pid))
+            }
+        }
+    }
+
+    /// Whether witness owns the server (and may stop it or inject faults).
+    pub fn owned(&self) -> bool {
+        matches!(self, Target::Process(_))
+    }
+
+    /// Stops an owned server (TERM, grace, KILL) or lets go of an attached one.
+    pub async fn stop(self, reason: &str) -> anyhow::Result<Option<i32>> {
+        match self {
+            Target::Process(s) => s.stop(reason).await.map(Some),
+            Target::Attach(a) => {
+                a.stop();
+                Ok(None)
+            }
+        }
+    }
+}
 
 /// pid + start time (clock ticks since boot, from /proc/PID/stat), or None if the process is gone.
 pub fn identity_of(pid: u32) -> Option<Identity> {

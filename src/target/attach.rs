@@ -1,0 +1,108 @@
+//! The attach target: the server is whatever process listens on the URL's port, started by someone
+//! else (often a supervisor loop). witness never owns it; it watches the listener's identity every
+//! [`POLL`] and journals a change as an exit of the old process and a spawn of the new one, so a
+//! restart behind witness's back is seen like a restart of its own child.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::listener_of;
+use crate::journal::{Event, Identity, Journal};
+
+pub const POLL: Duration = Duration::from_millis(100);
+
+pub struct Attach {
+    pub port: u16,
+    current: watch::Receiver<Option<Identity>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Seconds a process has been alive, from its /proc start time.
+fn age_of(start_time: u64) -> Option<f64> {
+    use procfs::Current;
+    let boot = procfs::Uptime::current().ok()?.uptime;
+    Some((boot - start_time as f64 / procfs::ticks_per_second() as f64).max(0.0))
+}
+
+impl Attach {
+    pub fn start(port: u16, journal: Journal) -> Self {
+        let first = listener_of(port);
+        if let Some(id) = &first {
+            journal.emit(Event::Note {
+                level: "info".into(),
+                text: format!("attached to {id} listening on port {port}"),
+            });
+        }
+        let (tx, current) = watch::channel(first);
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(POLL);
+            let mut attempt = 0;
+            let mut seen_at: Option<(Identity, f64)> = tx.borrow().clone().map(|id| {
+                let age = age_of(id.start_time).unwrap_or(0.0);
+                (id, journal.now_s() - age)
+            });
+            loop {
+                tick.tick().await;
+                let now = tokio::task::spawn_blocking(move || listener_of(port))
+                    .await
+                    .ok()
+                    .flatten();
+                if now.as_ref() == seen_at.as_ref().map(|(i, _)| i) {
+                    continue;
+                }
+                let t = journal.now_s();
+                if let Some((old, spawned_t)) = seen_at.take() {
+                    journal.emit_at(
+                        t,
+                        Event::Exit {
+                            pid: old.pid,
+                            code: None,
+                            signal: None,
+                            core_dumped: false,
+                            age_s: t - spawned_t,
+                            status: -1,
+                            requested: false,
+                            meaning: format!(
+                                "stopped listening on port {port} (not witness's child: its exit status is unknown; seen within {}ms)",
+                                POLL.as_millis()
+                            ),
+                            oom_killed: None,
+                        },
+                    );
+                }
+                if let Some(new) = &now {
+                    attempt += 1;
+                    let age = age_of(new.start_time).unwrap_or(0.0);
+                    journal.emit_at(
+                        t - age.min(t),
+                        Event::Spawn {
+                            pid: new.pid,
+                            start_time: new.start_time,
+                            command: procfs::process::Process::new(new.pid as i32)
+                                .and_then(|p| p.cmdline())
+                                .unwrap_or_default(),
+                            attempt,
+                            container_id: None,
+                        },
+                    );
+                    seen_at = Some((new.clone(), t - age.min(t)));
+                }
+                let _ = tx.send(now);
+            }
+        });
+        Self {
+            port,
+            current,
+            task,
+        }
+    }
+
+    pub fn identity(&self) -> Option<Identity> {
+        self.current.borrow().clone()
+    }
+
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
