@@ -274,7 +274,10 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
                 .iter()
                 .filter_map(|g| Some((g.timer_s?, TimerSource::LogLine(g.line.clone())))),
         );
-        if let Some((timer, source)) = timer_at(age, &named) {
+        // A clean exit is the program's own decision: only a timer someone named makes it suspect.
+        let at = timer_at(age, &named)
+            .filter(|(_, src)| l.status != Some(0) || *src != TimerSource::Round);
+        if let Some((timer, source)) = at {
             out.push(Suspicion {
                 kind: "round_timer".into(),
                 subject: "process_exit".into(),

@@ -10,7 +10,8 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use regex::{Regex, RegexSet};
+use regex::bytes::RegexSet;
+use regex::Regex;
 
 use crate::journal::{Event, Journal, Stream};
 
@@ -42,11 +43,44 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
+/// Lowercase substrings of which every built-in pattern needs one: the prefilter for whole reads.
+/// `builtin_patterns_need_a_needle` keeps the two lists honest.
+pub const NEEDLES: &[&str] = &[
+    "watchdog",
+    "force",
+    "timed out",
+    "deadline exceeded",
+    "timeout",
+    "panic",
+    "traceback",
+    "fatal error",
+    "segmentation fault",
+    "sigsegv",
+    "uncaught exception",
+    "out of memory",
+    "oom",
+    "cannot allocate memory",
+    "memory allocation of",
+    "outofmemoryerror",
+    "killed",
+    "terminated by signal",
+    "received signal",
+    "sigkill",
+    "sigterm",
+    "exit",
+    "shutting down",
+];
+
 /// Compiled watch patterns.
 #[derive(Debug)]
 pub struct Patterns {
     labels: Vec<String>,
     set: RegexSet,
+    /// Most reads of a busy server's output match nothing, and then no line in them needs a look of
+    /// its own. The built-in patterns each need one of [`NEEDLES`], found with a SIMD multi-substring
+    /// search over the lowercased read; the user's patterns, if any, run once over the whole read.
+    needles: aho_corasick::AhoCorasick,
+    user_chunk: Option<regex_automata::meta::Regex>,
     timer: Vec<(Regex, bool)>,
 }
 
@@ -96,20 +130,56 @@ impl Patterns {
             given: user.join(" "),
             why: e.to_string(),
         })?;
+        let user_chunk = if user.is_empty() {
+            None
+        } else {
+            let multi: Vec<String> = sources[..user.len()]
+                .iter()
+                .map(|s| format!("(?m){s}"))
+                .collect();
+            Some(
+                regex_automata::meta::Regex::builder()
+                    .build_many(&multi)
+                    .map_err(|e| BadPattern {
+                        given: user.join(" "),
+                        why: e.to_string(),
+                    })?,
+            )
+        };
+        // Leftmost semantics: only then may the SIMD (Teddy) searcher serve as the prefilter.
+        let needles = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(NEEDLES)
+            .expect("the needles are plain strings");
         Ok(Self {
             labels,
             set,
+            needles,
+            user_chunk,
             timer: timer_regexes(),
         })
     }
 
     /// The label of the first pattern the line matches.
     pub fn label(&self, line: &str) -> Option<&str> {
+        self.label_bytes(line.as_bytes())
+    }
+
+    pub fn label_bytes(&self, line: &[u8]) -> Option<&str> {
         self.set
             .matches(line)
             .iter()
             .next()
             .map(|i| self.labels[i].as_str())
+    }
+
+    /// Whether any line wholly inside `chunk` could match (never false when one does). `scratch`
+    /// holds the lowercased copy between calls.
+    pub fn may_match(&self, chunk: &[u8], scratch: &mut Vec<u8>) -> bool {
+        scratch.clear();
+        scratch.extend(chunk.iter().map(u8::to_ascii_lowercase));
+        self.needles.is_match(scratch.as_slice())
+            || self.user_chunk.as_ref().is_some_and(|r| r.is_match(chunk))
     }
 
     /// A duration the line names ("after 90s", "timeout=30", "deadline of 2m"): a known timer.
@@ -183,20 +253,27 @@ pub fn drain(
     };
     let mut lines = LineSplitter::default();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut scratch = Vec::with_capacity(buf.len());
     let mut total = 0u64;
-    let mut on_line = |line: &[u8], truncated: bool| {
+    // `hot`: the read this line came from may hold a match; a line carried over from an earlier read
+    // is always looked at.
+    let on_line = |line: &[u8], truncated: bool, carried: bool, hot: bool| {
+        if !hot && !carried {
+            return;
+        }
+        let Some(label) = patterns.label_bytes(line) else {
+            return;
+        };
         let text = String::from_utf8_lossy(line);
         let text = text.trim_end_matches('\r');
-        if let Some(label) = patterns.label(text) {
-            journal.emit(Event::Log {
-                pid,
-                stream,
-                line: text.to_string(),
-                label: label.to_string(),
-                truncated,
-                timer_s: patterns.timer_in(text),
-            });
-        }
+        journal.emit(Event::Log {
+            pid,
+            stream,
+            line: text.to_string(),
+            label: label.to_string(),
+            truncated,
+            timer_s: patterns.timer_in(text),
+        });
     };
     loop {
         let n = match src.read(&mut buf) {
@@ -212,9 +289,10 @@ pub fn drain(
                 out = None;
             }
         }
-        lines.push(&buf[..n], &mut on_line);
+        let hot = patterns.may_match(&buf[..n], &mut scratch);
+        lines.push(&buf[..n], &mut |l, t, c| on_line(l, t, c, hot));
     }
-    lines.finish(&mut on_line);
+    lines.finish(&mut |l, t, c| on_line(l, t, c, true));
     total
 }
 
@@ -226,14 +304,20 @@ pub struct LineSplitter {
 }
 
 impl LineSplitter {
-    pub fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(&[u8], bool)) {
-        while let Some(i) = memchr(b'\n', chunk) {
+    /// Calls `on_line(line, truncated, carried)` for each complete line; `carried` says the line began
+    /// in an earlier chunk.
+    pub fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(&[u8], bool, bool)) {
+        while let Some(i) = memchr::memchr(b'\n', chunk) {
             let part = &chunk[..i];
             if self.cur.is_empty() && !self.truncated {
-                on_line(&part[..part.len().min(MAX_LINE)], part.len() > MAX_LINE);
+                on_line(
+                    &part[..part.len().min(MAX_LINE)],
+                    part.len() > MAX_LINE,
+                    false,
+                );
             } else {
                 self.keep(part);
-                on_line(&self.cur, self.truncated);
+                on_line(&self.cur, self.truncated, true);
                 self.cur.clear();
                 self.truncated = false;
             }
@@ -251,17 +335,13 @@ impl LineSplitter {
     }
 
     /// A last line with no newline is not lost.
-    pub fn finish(&mut self, on_line: &mut impl FnMut(&[u8], bool)) {
+    pub fn finish(&mut self, on_line: &mut impl FnMut(&[u8], bool, bool)) {
         if !self.cur.is_empty() || self.truncated {
-            on_line(&self.cur, self.truncated);
+            on_line(&self.cur, self.truncated, true);
         }
         self.cur.clear();
         self.truncated = false;
     }
-}
-
-fn memchr(b: u8, s: &[u8]) -> Option<usize> {
-    s.iter().position(|&c| c == b)
 }
 
 #[cfg(test)]
@@ -271,7 +351,8 @@ mod tests {
     fn split(chunks: &[&[u8]]) -> Vec<(String, bool)> {
         let mut got = Vec::new();
         let mut s = LineSplitter::default();
-        let mut f = |l: &[u8], t: bool| got.push((String::from_utf8_lossy(l).into_owned(), t));
+        let mut f =
+            |l: &[u8], t: bool, _: bool| got.push((String::from_utf8_lossy(l).into_owned(), t));
         for c in chunks {
             s.push(c, &mut f);
         }
@@ -297,7 +378,7 @@ mod tests {
         let big = vec![b'x'; MAX_LINE * 3];
         let mut s = LineSplitter::default();
         let mut got = Vec::new();
-        let mut f = |l: &[u8], t: bool| got.push((l.len(), t));
+        let mut f = |l: &[u8], t: bool, _: bool| got.push((l.len(), t));
         for _ in 0..10 {
             s.push(&big, &mut f);
             assert!(s.cur.capacity() <= MAX_LINE * 2);
@@ -332,6 +413,52 @@ mod tests {
         assert_eq!(p.timer_in("request timeout=30"), Some(30.0));
         assert_eq!(p.timer_in("deadline exceeded after 1500ms"), Some(1.5));
         assert_eq!(p.timer_in("exit 124"), None);
+    }
+
+    #[test]
+    fn builtin_patterns_need_a_needle() {
+        // Each alternative of each built-in, as the shortest line it matches: the prefilter must
+        // let every one through, or a watchdog line could go unseen.
+        let p = Patterns::new(&[]).unwrap();
+        let lines = [
+            "watchdog",
+            "force-exit",
+            "forceexit",
+            "timed out",
+            "deadline exceeded",
+            "worker timeout",
+            "timeouts",
+            "panicked at",
+            "panic:",
+            "Traceback (most recent call last)",
+            "FATAL ERROR",
+            "segmentation fault",
+            "SIGSEGV",
+            "uncaught exception",
+            "Out Of Memory",
+            "OOM",
+            "oom-kill",
+            "cannot allocate memory",
+            "memory allocation of 8 bytes failed",
+            "OutOfMemoryError",
+            "Killed",
+            "terminated by signal",
+            "received signal",
+            "SIGKILL",
+            "SIGTERM",
+            "exited with code 1",
+            "exiting",
+            "shutting down",
+        ];
+        let mut scratch = Vec::new();
+        for l in lines {
+            assert!(p.label(l).is_some(), "{l:?} should match a built-in");
+            assert!(
+                p.may_match(l.as_bytes(), &mut scratch),
+                "{l:?} must pass the prefilter"
+            );
+        }
+        assert!(!p.may_match(b"GET /health 200\nPOST /call 200\n", &mut scratch));
     }
 
     #[test]
