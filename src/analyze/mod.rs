@@ -1,6 +1,7 @@
 //! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
+pub mod picture;
 pub mod timeline;
 pub mod timers;
 
@@ -72,6 +73,8 @@ pub struct Analysis {
     pub last_status: Option<i32>,
     /// Warnings and errors the run noted.
     pub notes: Vec<(f64, String, String)>,
+    /// The run laid out for the HTML timeline and the trace export.
+    pub picture: picture::Picture,
 }
 
 const LIFECYCLE_KINDS: &[&str] = &[
@@ -112,6 +115,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
             _ => None,
         })
         .collect();
+    let suspicions = exit_suspicions(&processes, &settings);
     Analysis {
         mode: journal.header.mode.clone(),
         command: journal.header.command.clone(),
@@ -119,7 +123,8 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         hostname: journal.header.hostname.clone(),
         end_s,
         partial,
-        suspicions: exit_suspicions(&processes, &settings),
+        picture: picture::build(recs, &processes, &suspicions),
+        suspicions,
         lifecycle: lifecycle_json(recs),
         timeline: timeline::build(recs, &processes),
         settings,
