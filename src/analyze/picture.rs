@@ -77,6 +77,8 @@ pub struct Span {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Group {
     pub name: String,
+    /// The concurrency of the load level this lane is, when it is one.
+    pub concurrency: Option<u32>,
     /// Distinct workers seen, so the lane's height.
     pub rows: u32,
     pub first_s: f64,
@@ -213,7 +215,14 @@ pub struct Picture {
 }
 
 pub fn build(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> Picture {
-    let (groups, spans, dropped) = requests(recs);
+    let (mut groups, spans, dropped) = requests(recs);
+    let levels = levels(recs);
+    for g in groups.iter_mut() {
+        g.concurrency = levels
+            .iter()
+            .find(|l| super::verdict::group_of_level(l.index) == g.name)
+            .map(|l| l.concurrency);
+    }
     let markers = markers(recs, lives, suspicions);
     let end_s = recs
         .iter()
@@ -238,7 +247,7 @@ pub fn build(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -
         bands: bands(lives),
         markers,
         probes: probes(recs),
-        levels: levels(recs),
+        levels,
         series: series(recs),
         totals,
     }
@@ -268,6 +277,7 @@ fn requests(recs: &[Record]) -> (Vec<Group>, Vec<Span>, u64) {
         let g = *index.entry(group.as_str()).or_insert_with(|| {
             groups.push(Group {
                 name: group.clone(),
+                concurrency: None,
                 rows: 0,
                 first_s: *start_s,
                 last_s: end_s,
@@ -526,9 +536,9 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
             _ => {}
         }
     }
-    for s in suspicions {
-        // The deadline is measured from the start of the process the timer lives in, which is what
-        // makes "the requests died at the 90 s watchdog" visible: they end on this line.
+    // A timer armed at process start fires at spawn + timer: drawn there, it is the line the requests
+    // died on. A request that ended at a timer is told in words only: its line would sit on the exit's.
+    for s in suspicions.iter().filter(|s| s.subject == "process_exit") {
         let life = s.pid.and_then(|p| {
             lives
                 .iter()
@@ -540,7 +550,10 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                 l.spawn_t_s + s.timer_s,
                 format!("pid {}'s start at t={:.3}s", l.pid, l.spawn_t_s),
             ),
-            None => (s.t_s, "the run's clock".to_string()),
+            None => {
+                let start = s.t_s - s.seconds;
+                (start + s.timer_s, format!("t={start:.3}s"))
+            }
         };
         out.push(Marker {
             t_s: t,
@@ -628,9 +641,10 @@ fn levels(recs: &[Record]) -> Vec<LevelBand> {
 
 /// Resource series, one per figure and thing measured, in the order first seen.
 fn series(recs: &[Record]) -> Vec<Series> {
-    // (name, unit) -> (segment key of the last point, segments)
+    // name -> (what the last point measured, segments)
+    type Segments = Vec<Vec<(f64, f64)>>;
     let mut order: Vec<(String, Unit)> = Vec::new();
-    let mut data: HashMap<String, (String, Vec<Vec<(f64, f64)>>)> = HashMap::new();
+    let mut data: HashMap<String, (String, Segments)> = HashMap::new();
     let mut add = |name: String, unit: Unit, key: String, t: f64, v: f64| {
         let entry = data.entry(name.clone()).or_insert_with(|| {
             order.push((name, unit));

@@ -9,7 +9,8 @@
 use std::fmt::Write;
 
 use super::View;
-use crate::analyze::picture::{Class, MarkerKind, Picture, Series, Unit};
+use crate::analyze::picture::{Class, Group, MarkerKind, Picture, Series, Unit};
+use crate::analyze::verdict::LoadAnalysis;
 use crate::analyze::Analysis;
 use crate::journal::secs;
 
@@ -39,6 +40,8 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:15px;margin:18px 0 6px}
 .meta{color:#555;margin:0 0 8px;font-size:13px}.meta code{font-size:12px}
 .partial{background:#fff3cd;border:1px solid #e0b400;padding:6px 10px;font-weight:600;margin:8px 0}
 .sus{color:#8a1538;margin:2px 0;font-weight:600}
+.v-pass{color:#2e7d32}.v-fail,.v-refused{color:#b3261e}
+#lanes rect{stroke:#fff;stroke-width:.6}
 .none{color:#3a7a4a}
 table{border-collapse:collapse;font-size:13px;margin:4px 0}
 th,td{padding:2px 10px 2px 0;text-align:left;vertical-align:top}th{border-bottom:1px solid #ccc}
@@ -71,9 +74,9 @@ pub fn page(a: &Analysis) -> String {
     let p = &a.picture;
     let mut o = String::with_capacity(64 * 1024 + p.spans.len().min(20_000) * 120);
     o.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<title>witness {} timeline{}</title><style>{CSS}</style></head><body>\n",
+        "<title>witness {} timeline{}</title><style>{CSS}</style></head><body>",
         esc(&a.mode),
         if a.partial.is_some() {
             " (partial)"
@@ -94,8 +97,11 @@ pub fn page(a: &Analysis) -> String {
         let _ = writeln!(o, "<p class=\"partial\" id=\"partial\">{}</p>", esc(why));
     }
     suspicions(&mut o, a);
-    levels_table(&mut o, p);
-    groups_table(&mut o, p);
+    levels_table(&mut o, a);
+    if a.load.is_none() {
+        // A load run's verdict table already counts its requests per level.
+        groups_table(&mut o, p);
+    }
     legend(&mut o, p);
     o.push_str(&chart(a));
     o.push('\n');
@@ -124,9 +130,14 @@ fn suspicions(o: &mut String, a: &Analysis) {
     }
 }
 
-/// The load ladder's levels as the journal recorded them.
-// TODO(load): when `analysis.load` lands with per-level verdict rows, render its pass/fail column here.
-fn levels_table(o: &mut String, p: &Picture) {
+/// The load ladder's verdicts as the analysis gave them; without one (a journal of levels but no load
+/// settings), the levels as the journal recorded them.
+fn levels_table(o: &mut String, a: &Analysis) {
+    if let Some(load) = &a.load {
+        verdict_table(o, load);
+        return;
+    }
+    let p = &a.picture;
     if p.levels.is_empty() {
         return;
     }
@@ -150,6 +161,65 @@ fn levels_table(o: &mut String, p: &Picture) {
     o.push_str("</table>\n");
 }
 
+fn verdict_table(o: &mut String, l: &LoadAnalysis) {
+    let _ = writeln!(
+        o,
+        "<h2>Verdict: <span class=\"v-{}\">{}</span></h2>",
+        esc(&l.verdict),
+        esc(&l.verdict.to_uppercase())
+    );
+    if let Some(why) = &l.refused {
+        let _ = writeln!(o, "<p class=\"sus\">refused to measure: {}</p>", esc(why));
+    }
+    if let Some(f) = &l.floor {
+        let _ = writeln!(
+            o,
+            "<p class=\"meta\">connect floor to {}:{}: {} (limit {} ms)</p>",
+            esc(&f.host),
+            f.port,
+            f.median_ms
+                .map(|m| format!("{m:.2} ms"))
+                .unwrap_or_else(|| "no connect succeeded".into()),
+            f.limit_ms
+        );
+    }
+    if l.levels.is_empty() {
+        return;
+    }
+    o.push_str("<table><tr><th>concurrency</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
+    let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
+    for r in &l.levels {
+        let class = match r.verdict.as_str() {
+            "pass" => "",
+            "skipped" => "warn",
+            _ => "bad",
+        };
+        let c = &r.counts;
+        let _ = writeln!(
+            o,
+            "<tr class=\"{class}\"><td class=\"n\">{}</td><td><b>{}</b></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.concurrency,
+            esc(&r.verdict.to_uppercase()),
+            c.ok,
+            c.timeout,
+            c.error,
+            c.rejected,
+            s(r.max_s),
+            s(r.latency.as_ref().map(|l| l.p50)),
+            s(r.latency.as_ref().map(|l| l.p99)),
+            r.time_to_give_up
+                .as_ref()
+                .map(|g| format!("{:.2}–{:.2}s", g.min, g.max))
+                .unwrap_or_else(|| "-".into()),
+            esc(&r.health_before.text()),
+            esc(&r.health_after.as_ref().map(|h| h.text()).unwrap_or_else(|| "-".into())),
+            if r.restarted { "yes" } else { "no" },
+            esc(&r.reasons.join("; ")),
+        );
+    }
+    o.push_str("</table>\n<p class=\"meta\">Latency is over ok requests only; a failed request's duration is how long something took to give up.</p>\n");
+}
+
 fn groups_table(o: &mut String, p: &Picture) {
     if p.groups.is_empty() {
         return;
@@ -165,7 +235,7 @@ fn groups_table(o: &mut String, p: &Picture) {
         let _ = write!(
             o,
             "<tr class=\"{class}\"><td>{}</td><td class=\"n\">{total}</td>",
-            esc(&g.name)
+            esc(&lane_name(g))
         );
         for c in g.counts {
             let _ = write!(o, "<td class=\"n\">{c}</td>");
@@ -304,7 +374,7 @@ fn chart(a: &Analysis) -> String {
         // Processes lane first, so the events row sits under the bands.
         let top = c.y;
         let rows = p.bands.iter().map(|b| b.row + 1).max().unwrap_or(0);
-        let h = (rows.max(1) as f64) * 18.0;
+        let h = ((rows.max(1) as f64) * 18.0).max(28.0);
         c.lane_label(
             top,
             "server",
@@ -364,7 +434,7 @@ fn chart(a: &Analysis) -> String {
         for (gi, g) in p.groups.iter().enumerate() {
             let top = c.y;
             let total: u64 = g.counts.iter().sum();
-            c.lane_label(top, &g.name, &format!("{total} requests"));
+            c.lane_label(top, &lane_name(g), &format!("{} · {total} req", g.name));
             let peak = agg.counts[gi]
                 .iter()
                 .map(|b| b.iter().sum::<u32>())
@@ -417,15 +487,12 @@ fn chart(a: &Analysis) -> String {
             let row_h = (LANE_MAX_H / rows).clamp(2.0, 12.0).floor();
             let h = (rows * row_h).max(28.0);
             let total: u64 = g.counts.iter().sum();
-            c.lane_label(
-                c.y,
-                &g.name,
-                &format!(
-                    "{total} req · {} worker{}",
-                    g.rows,
-                    if g.rows == 1 { "" } else { "s" }
-                ),
+            let workers = format!(
+                "{total} req · {} worker{}",
+                g.rows,
+                if g.rows == 1 { "" } else { "s" }
             );
+            c.lane_label(c.y, &lane_name(g), &workers);
             tops.push((c.y, row_h));
             c.y += h + 4.0;
         }
@@ -488,7 +555,7 @@ fn chart(a: &Analysis) -> String {
             c.body.push_str("</g>");
         }
     }
-    c.body.push_str(&lanes);
+    let _ = write!(c.body, "<g id=\"lanes\">{lanes}</g>");
     if p.groups.is_empty() {
         let _ = write!(
             c.body,
@@ -598,6 +665,14 @@ fn chart(a: &Analysis) -> String {
         "<line id=\"cursor\" x1=\"-10\" x2=\"-10\" y1=\"{axis_y}\" y2=\"{height:.1}\"/><text id=\"cursor-t\" x=\"-100\" y=\"30\"></text></svg>"
     );
     svg
+}
+
+/// A level's lane is named by its concurrency, the figure people compare; others by their group.
+fn lane_name(g: &Group) -> String {
+    match g.concurrency {
+        Some(c) => format!("concurrency {c}"),
+        None => g.name.clone(),
+    }
 }
 
 /// Places marker labels on the label rows, most telling first, skipping any that would collide (the

@@ -43,6 +43,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// Compiled watch patterns.
+#[derive(Debug)]
 pub struct Patterns {
     labels: Vec<String>,
     set: RegexSet,
