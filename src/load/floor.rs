@@ -49,28 +49,26 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
     let mut failed = 0u32;
     for _ in 0..ATTEMPTS {
         let t = Instant::now();
-        let ok = matches!(
-            tokio::time::timeout(limit, conn.call(origin.clone())).await,
-            Ok(Ok(_))
-        );
+        let res = tokio::time::timeout(limit, conn.call(origin.clone())).await;
         let ms = t.elapsed().as_secs_f64() * 1000.0;
-        if ok {
-            times.push(ms);
-        } else {
-            failed += 1;
-            // A refused connect is fast but measures nothing; a stalled one costs its limit.
-            times.push(ms.max(limit.as_secs_f64() * 1000.0 * 0.999));
+        match res {
+            Ok(Ok(_)) => times.push(ms),
+            Ok(Err(_)) if ms < limit.as_secs_f64() * 1000.0 * 0.9 => {
+                // Refused at once: measures nothing about the floor.
+                failed += 1;
+            }
+            _ => {
+                // Stalled: it cost at least its limit, and the median must show it.
+                failed += 1;
+                times.push(ms.max(limit.as_secs_f64() * 1000.0));
+            }
         }
         // More than half failed: the median is already decided.
         if failed > ATTEMPTS / 2 {
             break;
         }
     }
-    let median_ms = if failed as usize == times.len() {
-        None
-    } else {
-        Some(median(&mut times))
-    };
+    let median_ms = (!times.is_empty()).then(|| median(&mut times));
 
     let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
         .await
