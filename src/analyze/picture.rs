@@ -529,7 +529,7 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                 t,
                 MarkerKind::Note,
                 None,
-                level.clone(),
+                clip(text, 32),
                 format!("t={t:.3}s: {text}"),
                 "warn",
             ),
@@ -570,6 +570,16 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
     }
     out.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     out
+}
+
+/// The first `n` characters, with an ellipsis when cut.
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(n - 1).collect();
+    t.push('…');
+    t
 }
 
 fn probes(recs: &[Record]) -> Vec<ProbeMark> {

@@ -41,7 +41,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:15px;margin:18px 0 6px}
 .partial{background:#fff3cd;border:1px solid #e0b400;padding:6px 10px;font-weight:600;margin:8px 0}
 .sus{color:#8a1538;margin:2px 0;font-weight:600}
 .v-pass{color:#2e7d32}.v-fail,.v-refused{color:#b3261e}
-#lanes rect{stroke:#fff;stroke-width:.6}
+#lanes.spans rect{stroke:#fff;stroke-width:.6}
 .none{color:#3a7a4a}
 table{border-collapse:collapse;font-size:13px;margin:4px 0}
 th,td{padding:2px 10px 2px 0;text-align:left;vertical-align:top}th{border-bottom:1px solid #ccc}
@@ -352,12 +352,13 @@ fn chart(a: &Analysis) -> String {
     // Time axis.
     let ticks = ticks(c.end_s);
     let axis_y = 18.0;
+    let step = ticks.get(1).copied().unwrap_or(1.0);
     for &t in &ticks {
         let _ = write!(
             c.body,
             "<text x=\"{:.1}\" y=\"12\" text-anchor=\"middle\">{}</text>",
             c.x(t),
-            secs(t)
+            tick_label(t, step)
         );
     }
     let _ = write!(
@@ -468,7 +469,9 @@ fn chart(a: &Analysis) -> String {
                     if b[ci] == 0 {
                         continue;
                     }
-                    let h = (b[ci] as f64 / peak * (AGG_LANE_H - 6.0)).max(1.0);
+                    // A few failures among thousands must still show: never thinner than 3 px.
+                    let least = if ci == 0 { 1.0 } else { 3.0 };
+                    let h = (b[ci] as f64 / peak * (AGG_LANE_H - 6.0)).max(least);
                     base -= h;
                     let _ = write!(
                         lanes,
@@ -555,7 +558,15 @@ fn chart(a: &Analysis) -> String {
             c.body.push_str("</g>");
         }
     }
-    let _ = write!(c.body, "<g id=\"lanes\">{lanes}</g>");
+    let _ = write!(
+        c.body,
+        "<g id=\"lanes\" class=\"{}\">{lanes}</g>",
+        if p.aggregate.is_some() {
+            "agg"
+        } else {
+            "spans"
+        }
+    );
     if p.groups.is_empty() {
         let _ = write!(
             c.body,
@@ -801,6 +812,12 @@ fn ticks(end: f64) -> Vec<f64> {
         .collect()
 }
 
+/// Seconds with as many decimals as the step needs, the same unit on every tick.
+fn tick_label(t: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    format!("{t:.decimals$}s")
+}
+
 fn clip(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
@@ -939,6 +956,13 @@ mod tests {
             html.contains(&format!("<line class=\"deadline\" x1=\"{x}\"")),
             "deadline at x={x}"
         );
+    }
+
+    #[test]
+    fn tick_labels_keep_one_unit() {
+        assert_eq!(tick_label(300.0, 100.0), "300s");
+        assert_eq!(tick_label(1.5, 0.5), "1.5s");
+        assert_eq!(tick_label(0.04, 0.02), "0.04s");
     }
 
     #[test]
