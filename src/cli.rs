@@ -80,6 +80,13 @@ pub struct OutputArgs {
     /// Write the JSON report here at the end.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Write the HTML timeline here at the end (one self-contained file; open it in a browser).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write a Chrome Trace Event file here at the end (open it in ui.perfetto.dev or
+    /// chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -179,8 +186,14 @@ pub struct ReportArgs {
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportFormat {
+    /// The annotated timeline, as wrap and load print it.
     Text,
+    /// The JSON report.
     Json,
+    /// The HTML timeline: one self-contained file.
+    Html,
+    /// Chrome Trace Event JSON, for Perfetto or chrome://tracing.
+    Trace,
 }
 
 /// Durations the way people write them: `100ms`, `2s`, `1.5s`, `1m30s`, `2h`; a bare number is seconds.

@@ -1,6 +1,7 @@
 //! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
+pub mod picture;
 pub mod stats;
 pub mod timeline;
 pub mod timers;
@@ -76,6 +77,8 @@ pub struct Analysis {
     pub notes: Vec<(f64, String, String)>,
     /// The load ladder's levels and verdicts, for `load` runs.
     pub load: Option<verdict::LoadAnalysis>,
+    /// The run laid out for the HTML timeline and the trace export.
+    pub picture: picture::Picture,
 }
 
 const LIFECYCLE_KINDS: &[&str] = &[
@@ -135,6 +138,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         hostname: journal.header.hostname.clone(),
         end_s,
         partial,
+        picture: picture::build(recs, &processes, &suspicions),
         suspicions,
         load,
         lifecycle: lifecycle_json(recs),

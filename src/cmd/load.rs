@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Method, Uri};
 
-use super::{open_journal, process_config, Signals};
+use super::{check_outputs, open_journal, process_config, write_views, Signals};
 use crate::cli::LoadArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{Event, Journal, LoadSettings, Settings};
@@ -29,6 +29,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let cfg = ladder_config(&args)?;
     check_loopback(&cfg.spec.uri, args.allow_remote).await?;
     check_loopback(&cfg.health, args.allow_remote).await?;
+    check_outputs(&args.output)?;
     let journal = open_journal("load", &args.output)?;
     journal.emit(Event::Settings(Settings {
         timers_s: args
@@ -251,9 +252,7 @@ fn finish(
     let term = report::terminal::Terminal::for_stderr();
     eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
     eprintln!("witness: journal: {}", journal.path().display());
-    if let Some(p) = &args.output.report {
-        report::write_file(&report::json::Json, &analysis, p, "--report")?;
-    }
+    write_views(&args.output, &analysis)?;
     Ok(analysis)
 }
 

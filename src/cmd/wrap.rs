@@ -2,7 +2,7 @@
 
 use nix::sys::signal::Signal;
 
-use super::{open_journal, process_config, Signals};
+use super::{check_outputs, open_journal, process_config, write_views, Signals};
 use crate::cli::WrapArgs;
 use crate::journal::{Event, Settings};
 use crate::report::{self, View};
@@ -10,6 +10,7 @@ use crate::target::process::{Control, Supervisor};
 
 pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     let cfg = process_config(&args.supervise, args.command.clone(), true)?;
+    check_outputs(&args.output)?;
     let journal = open_journal("wrap", &args.output)?;
     journal.emit(Event::Settings(Settings {
         timers_s: args
@@ -70,8 +71,5 @@ fn finish(
     let text = term.render(&analysis)?;
     eprint!("{}", String::from_utf8_lossy(&text));
     eprintln!("witness: journal: {}", journal.path().display());
-    if let Some(p) = &args.output.report {
-        report::write_file(&report::json::Json, &analysis, p, "--report")?;
-    }
-    Ok(())
+    write_views(&args.output, &analysis)
 }

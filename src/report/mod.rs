@@ -1,8 +1,10 @@
 //! Views: each output format is one file behind [`View`], rendering what `analyze` returned. A view
 //! never computes a verdict.
 
+pub mod html;
 pub mod json;
 pub mod terminal;
+pub mod trace;
 
 use std::path::Path;
 

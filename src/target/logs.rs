@@ -466,7 +466,9 @@ mod tests {
         let p = Patterns::new(&["lease=lease expired".into(), "boom".into()]).unwrap();
         assert_eq!(p.label("the lease expired"), Some("lease"));
         assert_eq!(p.label("boom!"), Some("watch"));
-        let e = Patterns::new(&["(unclosed".into()]).unwrap_err();
+        let Err(e) = Patterns::new(&["(unclosed".into()]) else {
+            panic!("an unclosed group must be refused")
+        };
         assert!(e.to_string().contains("--watch \"(unclosed\""), "{e}");
     }
 }
