@@ -1,8 +1,10 @@
 //! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
+pub mod gpu;
 pub mod timeline;
 pub mod timers;
+pub mod trend;
 
 use serde::Serialize;
 
@@ -72,6 +74,8 @@ pub struct Analysis {
     pub last_status: Option<i32>,
     /// Warnings and errors the run noted.
     pub notes: Vec<(f64, String, String)>,
+    /// GPU readings per device, or why there are none.
+    pub gpu: gpu::GpuSection,
 }
 
 const LIFECYCLE_KINDS: &[&str] = &[
@@ -127,6 +131,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         restarts,
         last_status,
         notes,
+        gpu: gpu::section(recs),
     }
 }
 
