@@ -12,9 +12,9 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/witness-gpu-check.XXXXXX")
 report="$out/report.json"
 
 echo "== building witness and the example server (release)"
-cargo build --release --quiet --bin witness --example toy_server
+cargo build --release --quiet --bin witness --bin toy_server
 witness=target/release/witness
-server=target/release/examples/toy_server
+server=target/release/toy_server
 
 echo "== witness gpu"
 status=0

@@ -2,44 +2,25 @@
 //! pointed at a library that does not exist, so the result is the same on a machine with a GPU),
 //! and with the scripted fake backend (`WITNESS_FAKE_GPU`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 const GB: u64 = 1_000_000_000;
+/// Every run here is a 2 s server life or less; this bounds a hang.
+const LIMIT: Duration = Duration::from_secs(60);
 
 fn witness() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_witness"));
+    let mut c = Command::new(common::witness());
     c.env_remove("WITNESS_FAKE_GPU")
         .env_remove("WITNESS_NVML_LIB");
     c
 }
 
-fn toy_server() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_witness"));
-    let p = bin.parent().unwrap().join("examples").join("toy_server");
-    assert!(
-        p.exists(),
-        "{} missing: run `cargo build --examples`",
-        p.display()
-    );
-    p
-}
-
 fn tempdir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "witness-gpu-test-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
+    common::tempdir("gpu")
 }
 
 /// An NVML library path that cannot load: "this machine has no NVIDIA driver", anywhere.
@@ -63,10 +44,9 @@ fn wrap(c: &mut Command, report: &Path, gpu: &str) -> Output {
     .arg("--journal")
     .arg(report.with_extension("jsonl"))
     .arg("--")
-    .arg(toy_server())
-    .args(["--port", "0", "--die-after", "2s"])
-    .output()
-    .unwrap()
+    .arg(common::toy())
+    .args(["--port", "0", "--die-after", "2s"]);
+    common::run_bounded(c, LIMIT)
 }
 
 fn gpu_section(report: &Path) -> serde_json::Value {
@@ -115,7 +95,7 @@ fn witness_gpu_without_a_driver_explains_and_exits_3() {
     let dir = tempdir();
     let mut c = witness();
     let lib = no_driver(&mut c, &dir);
-    let o = c.arg("gpu").output().unwrap();
+    let o = common::run_bounded(c.arg("gpu"), LIMIT);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
@@ -139,8 +119,14 @@ fn wrap_with_gpu_auto_and_no_driver_runs_normally_and_says_not_sampled() {
     let err = stderr(&o);
     // The server's own exit status (toy_server --die-after exits 1): wrap ran as usual.
     assert_eq!(o.status.code(), Some(1), "{err}");
-    let line = format!("witness: GPU: no NVIDIA driver — {lib} not found");
-    assert_eq!(err.matches(&line).count(), 1, "{err}");
+    // wrap stays transparent: nothing before the server's output, then one line in the summary.
+    assert_eq!(err.matches("no NVIDIA driver").count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "\ngpu: not sampled: no NVIDIA driver — {lib} not found\n"
+        )),
+        "{err}"
+    );
     assert!(
         err.contains("exited with code 1"),
         "the timeline is there: {err}"
@@ -247,11 +233,12 @@ fn wrap_with_the_fake_gpu_reports_per_device_figures_growth_and_a_lost_device() 
 #[test]
 fn witness_gpu_with_the_fake_shows_devices_driver_and_processes() {
     let dir = tempdir();
-    let o = witness()
-        .env("WITNESS_FAKE_GPU", fake_script(&dir))
-        .arg("gpu")
-        .output()
-        .unwrap();
+    let o = common::run_bounded(
+        witness()
+            .env("WITNESS_FAKE_GPU", fake_script(&dir))
+            .arg("gpu"),
+        LIMIT,
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("driver 550.54.15, 2 devices"), "{out}");

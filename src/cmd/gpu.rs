@@ -12,29 +12,52 @@ use crate::sample::{PidSource, Sampler};
 
 /// The GPU sampler `--gpu` asks for. `auto` without a driver prints one line to stderr, journals
 /// why, and returns None; `on` without one is a refusal (exit 3); `off` journals that and returns
-/// None. A bad `WITNESS_FAKE_GPU` script is an error naming the variable.
+/// None. A bad `WITNESS_FAKE_GPU` script is a usage error naming the variable.
 pub fn gpu_sampler(
     args: &GpuArgs,
     pids: PidSource,
     journal: &Journal,
 ) -> anyhow::Result<Option<Box<dyn Sampler>>> {
+    let choice = choose(args, pids, journal)?;
+    if let Some(m) = &choice.message {
+        eprintln!("{m}");
+    }
+    Ok(choice.sampler)
+}
+
+/// What `--gpu` came to: the sampler, if any, and the line to tell the user.
+pub struct GpuChoice {
+    pub sampler: Option<Box<dyn Sampler>>,
+    /// "witness: GPU: …" — no driver under `auto`, or the fake backend in use.
+    pub message: Option<String>,
+}
+
+/// [`gpu_sampler`] without the printing, for `wrap`, which must not write before the server's own
+/// output (it stays transparent) and shows the same fact in its end-of-run `gpu` line instead.
+pub fn choose(args: &GpuArgs, pids: PidSource, journal: &Journal) -> anyhow::Result<GpuChoice> {
     if args.gpu == GpuMode::Off {
         journal.emit(Event::GpuUnavailable {
             reason: "turned off (--gpu off)".into(),
             device: None,
         });
-        return Ok(None);
+        return Ok(GpuChoice {
+            sampler: None,
+            message: None,
+        });
     }
     let no = match gpu::open() {
         Ok(backend) => {
-            if std::env::var_os(gpu::FAKE_ENV).is_some() {
-                eprintln!(
+            let message = std::env::var_os(gpu::FAKE_ENV).is_some().then(|| {
+                format!(
                     "witness: GPU: {} (for tests and demos; unset {} to read real GPUs)",
                     backend.driver().backend,
                     gpu::FAKE_ENV
-                );
-            }
-            return Ok(Some(Box::new(gpu::GpuSampler::new(backend, pids))));
+                )
+            });
+            return Ok(GpuChoice {
+                sampler: Some(Box::new(gpu::GpuSampler::new(backend, pids))),
+                message,
+            });
         }
         Err(e) => e.downcast::<NoGpu>()?,
     };
@@ -48,8 +71,10 @@ pub fn gpu_sampler(
             no.summary, no.explanation
         )));
     }
-    eprintln!("witness: GPU: {}", no.summary);
-    Ok(None)
+    Ok(GpuChoice {
+        sampler: None,
+        message: Some(format!("witness: GPU: {}", no.summary)),
+    })
 }
 
 pub fn run(_args: GpuCmdArgs) -> anyhow::Result<i32> {

@@ -33,7 +33,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     // The GPU check comes before the server starts, so `--gpu on` without a driver refuses
     // without having run anything; the samplers learn the server's pid once it exists.
     let state: Arc<OnceLock<watch::Receiver<State>>> = Arc::new(OnceLock::new());
-    let gpu = match super::gpu::gpu_sampler(&args.gpu, server_pid(&state), &journal) {
+    let gpu = match super::gpu::choose(&args.gpu, server_pid(&state), &journal) {
         Ok(g) => g,
         Err(e) => {
             journal.emit(Event::Note {
@@ -64,7 +64,9 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     let _ = state.set(sup.state());
     let mut samplers: Vec<Box<dyn crate::sample::Sampler>> =
         vec![Box::new(ProcSampler::new(server_pid(&state)))];
-    samplers.extend(gpu);
+    // The fake backend's notice waits for the end; "no driver" is the report's gpu line then.
+    let gpu_notice = gpu.sampler.is_some().then_some(gpu.message).flatten();
+    samplers.extend(gpu.sampler);
     let sampling = spawn_sampling(samplers, journal.clone(), args.sample_interval);
     let ctl = sup.control();
     let wait = sup.wait();
@@ -82,6 +84,9 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         }
     };
     sampling.stop().await;
+    if let Some(m) = gpu_notice {
+        eprintln!("{m}");
+    }
     finish(&journal, &args, "the server is gone for good", Some(status))?;
     Ok(status)
 }
