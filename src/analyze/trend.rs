@@ -9,9 +9,9 @@
 //!   steady trend does not inflate; a drop counts only when it clears 8 times the noise and 2 % of
 //!   the series' level, so random jitter never makes a sawtooth.
 //! - **growth** is net growth that is still going on: the last third's median sits above the first
-//!   third's by more than the tolerance (2 % of the level, and 3 times the noise), and above the
-//!   middle third's by half that. A series that grew while caches warmed and then levelled off is
-//!   not growth. When the series drops back repeatedly, the floors it drops to are compared
+//!   third's by more than the tolerance (2 % of the level, and 3 times the noise), and the last
+//!   third itself still rises by half that (least squares). A series that grew while caches warmed,
+//!   or stepped up once when a model loaded, and then levelled off is not growth. When the series drops back repeatedly, the floors it drops to are compared
 //!   instead, so a leak under a garbage collector's sawtooth is still growth.
 //! - **sawtooth**: at least two significant drops and no growth.
 //! - **flat**: anything else (including a series that shrinks).
@@ -60,6 +60,8 @@ pub struct Trend {
     pub first_third_median: f64,
     pub middle_third_median: f64,
     pub last_third_median: f64,
+    /// Least-squares slope over the last third alone: is it still growing at the end?
+    pub last_third_slope_per_s: f64,
     /// (last third − first third) / level; for a sawtooth, (last floor − first floor) / level.
     pub relative_growth: f64,
     /// Drops that cleared the drop threshold.
@@ -88,6 +90,7 @@ pub fn classify(samples: &[(f64, f64)]) -> Trend {
         first_third_median: 0.0,
         middle_third_median: 0.0,
         last_third_median: 0.0,
+        last_third_slope_per_s: 0.0,
         relative_growth: 0.0,
         significant_drops: 0,
         noise: 0.0,
@@ -140,7 +143,12 @@ pub fn classify(samples: &[(f64, f64)]) -> Trend {
 
     let net = t.last_third_median - t.first_third_median;
     t.relative_growth = net / scale;
-    let still_growing = t.last_third_median - t.middle_third_median > tolerance / 2.0;
+    // Growth that is still going on shows within the last third itself; comparing the last third
+    // with the middle one would call a single step (a model loaded halfway through) a leak.
+    let tail = &samples[n - third..];
+    t.last_third_slope_per_s = slope(tail);
+    let tail_rise = t.last_third_slope_per_s * (tail[tail.len() - 1].0 - tail[0].0);
+    let still_growing = tail_rise > tolerance / 2.0;
     if net > tolerance && still_growing && t.slope_per_s > 0.0 {
         t.class = TrendClass::Growth;
         t.detail = format!(
@@ -153,9 +161,9 @@ pub fn classify(samples: &[(f64, f64)]) -> Trend {
     } else if net > tolerance {
         t.class = TrendClass::Flat;
         t.detail = format!(
-            "grew {:.1}% early, then levelled off (last third within {:.1}% of the middle third)",
+            "grew {:.1}%, then levelled off (the last third rose {:.1}% of the level)",
             t.relative_growth * 100.0,
-            (t.last_third_median - t.middle_third_median) / scale * 100.0
+            tail_rise / scale * 100.0
         );
     } else if net < -tolerance {
         t.class = TrendClass::Flat;
@@ -361,6 +369,14 @@ mod tests {
     #[test]
     fn warming_up_then_levelling_off_is_not_growth() {
         let t = classify(&series(300, |i| 100.0 * MB + (i.min(60) as f64) * 0.5 * MB));
+        assert_eq!(t.class, TrendClass::Flat, "{t:?}");
+        assert!(t.detail.contains("levelled off"), "{}", t.detail);
+    }
+
+    #[test]
+    fn one_step_up_halfway_is_not_growth() {
+        // A model loaded into GPU memory halfway through the run: a step, then flat.
+        let t = classify(&series(100, |i| if i < 50 { 2e9 } else { 18e9 }));
         assert_eq!(t.class, TrendClass::Flat, "{t:?}");
         assert!(t.detail.contains("levelled off"), "{}", t.detail);
     }
