@@ -339,7 +339,7 @@ mod tests {
         let p = Patterns::new(&["lease=lease expired".into(), "boom".into()]).unwrap();
         assert_eq!(p.label("the lease expired"), Some("lease"));
         assert_eq!(p.label("boom!"), Some("watch"));
-        let e = Patterns::new(&["(unclosed".into()]).err().unwrap();
+        let e = Patterns::new(&["(unclosed".into()]).unwrap_err();
         assert!(e.to_string().contains("--watch \"(unclosed\""), "{e}");
     }
 }
