@@ -30,6 +30,9 @@ pub enum Command {
     Load(Box<LoadArgs>),
     /// Re-render any past run from its journal.
     Report(ReportArgs),
+    /// Show what NVML sees: devices, driver version, memory, utilisation, temperature, power and
+    /// processes. Exits 3 when there is no NVIDIA driver to ask.
+    Gpu(GpuCmdArgs),
 }
 
 impl Command {
@@ -89,12 +92,33 @@ pub struct OutputArgs {
     pub trace: Option<PathBuf>,
 }
 
+/// Whether NVIDIA GPUs are sampled (shared by wrap, load and soak).
+#[derive(Args, Debug, Clone)]
+pub struct GpuArgs {
+    /// Sample NVIDIA GPUs through NVML: `auto` when a driver is present (one line on stderr when
+    /// not), `on` requires one (exit 3 without), `off` never.
+    #[arg(long, value_enum, default_value = "auto", value_name = "MODE")]
+    pub gpu: GpuMode,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuMode {
+    Auto,
+    On,
+    Off,
+}
+
 #[derive(Args, Debug)]
 pub struct WrapArgs {
     #[command(flatten)]
     pub supervise: SuperviseArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+    /// How often the server's resources (process tree, GPUs) are read.
+    #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
+    pub sample_interval: Duration,
     /// The server to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -163,6 +187,8 @@ pub struct LoadArgs {
     #[arg(long)]
     pub show_output: bool,
     #[command(flatten)]
+    pub gpu: GpuArgs,
+    #[command(flatten)]
     pub supervise: SuperviseArgs,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -183,6 +209,9 @@ pub struct ReportArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
+
+#[derive(Args, Debug)]
+pub struct GpuCmdArgs {}
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportFormat {

@@ -18,5 +18,6 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {
         cli::Command::Wrap(args) => cmd::wrap::run(args).await,
         cli::Command::Load(args) => cmd::load::run(*args).await,
         cli::Command::Report(args) => cmd::report::run(args),
+        cli::Command::Gpu(args) => cmd::gpu::run(args),
     }
 }

@@ -1,10 +1,12 @@
 //! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
+pub mod gpu;
 pub mod picture;
 pub mod stats;
 pub mod timeline;
 pub mod timers;
+pub mod trend;
 pub mod verdict;
 
 use serde::Serialize;
@@ -75,6 +77,8 @@ pub struct Analysis {
     pub last_status: Option<i32>,
     /// Warnings and errors the run noted.
     pub notes: Vec<(f64, String, String)>,
+    /// GPU readings per device, or why there are none.
+    pub gpu: gpu::GpuSection,
     /// The load ladder's levels and verdicts, for `load` runs.
     pub load: Option<verdict::LoadAnalysis>,
     /// The run laid out for the HTML timeline and the trace export.
@@ -148,6 +152,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         restarts,
         last_status,
         notes,
+        gpu: gpu::section(recs),
     }
 }
 

@@ -722,13 +722,10 @@ fn series(recs: &[Record]) -> Vec<Series> {
                 ..
             } => {
                 let k = String::new();
-                add(
-                    format!("GPU{device} util"),
-                    Unit::Percent,
-                    k.clone(),
-                    t,
-                    *gpu_util_pct,
-                );
+                // NVML may not report utilisation; a missing figure is no point, never a 0 %.
+                if let Some(u) = gpu_util_pct {
+                    add(format!("GPU{device} util"), Unit::Percent, k.clone(), t, *u);
+                }
                 add(
                     format!("GPU{device} memory used"),
                     Unit::Bytes,

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use crate::load::health::Prober;
 use crate::load::ladder::{run_level, LadderConfig};
 use crate::load::outcome::Rejection;
 use crate::report::{self, View};
-use crate::sample::{proc::ProcSampler, spawn_sampling};
+use crate::sample::{proc::ProcSampler, spawn_sampling, PidSource, Sampler};
 use crate::target::process::{State, Supervisor};
 use crate::target::{attach::Attach, Target};
 
@@ -52,6 +52,29 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         extra: serde_json::Value::Null,
     }));
     let prober = Prober::new(cfg.health.clone(), args.health_timeout);
+    if args.sample_interval.is_zero() {
+        return Err(usage(
+            "--sample-interval must be more than zero, e.g. 500ms",
+        ));
+    }
+    // The GPU check comes before the server starts: `--gpu on` without a driver refuses having run
+    // nothing. The sampler learns the server's pid once the target exists.
+    let late: Arc<OnceLock<PidSource>> = Arc::new(OnceLock::new());
+    let late_pids: PidSource = {
+        let late = late.clone();
+        Box::new(move || late.get().and_then(|f| f()))
+    };
+    let gpu = match super::gpu::gpu_sampler(&args.gpu, late_pids, &journal) {
+        Ok(g) => g,
+        Err(e) => {
+            journal.emit(Event::Note {
+                level: "refused".into(),
+                text: format!("{e:#}"),
+            });
+            finish(&journal, &args, "refused before starting the server", false)?;
+            return Err(e);
+        }
+    };
 
     // The target: our own child, or whatever listens on the URL's port.
     let target = if args.command.is_empty() {
@@ -71,11 +94,10 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             }
         }
     };
-    let sampling = spawn_sampling(
-        vec![Box::new(ProcSampler::new(target.pid_source()))],
-        journal.clone(),
-        args.sample_interval,
-    );
+    let _ = late.set(target.pid_source());
+    let mut samplers: Vec<Box<dyn Sampler>> = vec![Box::new(ProcSampler::new(target.pid_source()))];
+    samplers.extend(gpu);
+    let sampling = spawn_sampling(samplers, journal.clone(), args.sample_interval);
 
     let mut signals = Signals::install()?;
     let result = {
