@@ -223,8 +223,11 @@ pub fn analyze_load(
                         }),
                     );
                     // "Just under" the timer: a request cannot outlast the timer that killed it.
-                    let at =
-                        timer_at(*duration_s, &timers).filter(|(t, _)| *duration_s <= t + 0.05);
+                    // Round numbers under 5 s are everyday request durations: only named timers
+                    // count there.
+                    let at = timer_at(*duration_s, &timers).filter(|(t, src)| {
+                        *duration_s <= t + 0.05 && (*src != TimerSource::Round || *t >= 5.0)
+                    });
                     if let Some((t, src)) = at {
                         suspicions.push(Suspicion {
                             kind: "round_timer".into(),
