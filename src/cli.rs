@@ -28,6 +28,10 @@ pub enum Command {
     /// Drive an honest concurrency ladder: one outcome and one duration per request, health and the
     /// server's identity before and after every level, and the seed's pass rule.
     Load(Box<LoadArgs>),
+    /// Run a long mixed workload from a plan (drivers in burst/steady/idle phases, readers,
+    /// background work), check invariants at every interval, and stop at the first violation with
+    /// honest partial evidence: per-kind figures, resources and the memory trend, gauges, faults.
+    Soak(Box<SoakArgs>),
     /// Re-render any past run from its journal.
     Report(ReportArgs),
     /// Show what NVML sees: devices, driver version, memory, utilisation, temperature, power and
@@ -40,7 +44,7 @@ impl Command {
     pub fn internal_error_code(&self) -> i32 {
         match self {
             Command::Wrap(_) => crate::error::WRAP_INTERNAL,
-            Command::Load(_) => crate::error::REFUSED,
+            Command::Load(_) | Command::Soak(_) => crate::error::REFUSED,
             _ => 1,
         }
     }
@@ -196,6 +200,58 @@ pub struct LoadArgs {
     /// the URL's port.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SoakArgs {
+    /// The soak plan (TOML): target, request kinds, worker groups, invariants, gauges and secrets by
+    /// reference. See examples/plans/.
+    #[arg(long, value_name = "PLAN.toml")]
+    pub plan: PathBuf,
+    /// How long the workload runs (overrides the plan's `duration`).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Seeds every random choice, so a soak can be replayed (default: the plan's, else random and
+    /// printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The progress interval: invariants, gauges and the progress line (overrides the plan's).
+    #[arg(long, value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// A fault witness performs on purpose, to prove the harness notices: kill@5m, stop@2m+10s
+    /// (SIGSTOP, SIGCONT 10 s later), restart@90s (SIGTERM; the restart policy brings it back).
+    /// Repeatable.
+    #[arg(long = "inject", value_name = "FAULT@TIME", value_parser = parse_inject)]
+    pub inject: Vec<crate::load::soak::Inject>,
+    /// The base URL the plan's paths are joined to (overrides the plan's target.base_url).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// How often the server's resources (process tree, GPUs) are read.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub sample_interval: Duration,
+    /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
+    #[arg(long, value_parser = parse_duration, default_value = "100ms")]
+    pub max_connect_floor: Duration,
+    /// Allow targets that are not loopback addresses.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Pass the started server's output through to witness's stderr.
+    #[arg(long)]
+    pub show_output: bool,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Start the server with this command (after `--`); without it, attach to whatever listens on
+    /// the base URL's port.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn parse_inject(s: &str) -> Result<crate::load::soak::Inject, String> {
+    crate::load::soak::parse_inject(s)
 }
 
 #[derive(Args, Debug)]

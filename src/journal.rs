@@ -527,6 +527,14 @@ impl Event {
                 | Event::Gauge { .. }
         )
     }
+    /// Lifecycle events are also kept in memory for producers to ask about, except the ones a soak
+    /// writes every interval: a day-long soak must not grow witness's memory by them.
+    pub fn is_retained(&self) -> bool {
+        !matches!(
+            self,
+            Event::Interval { .. } | Event::Invariant { .. } | Event::Health { .. }
+        )
+    }
     pub fn kind(&self) -> &'static str {
         match self {
             Event::Spawn { .. } => "spawn",
@@ -576,6 +584,9 @@ struct Inner {
     lifecycle: Mutex<Vec<Record>>,
     clock: RunClock,
     path: PathBuf,
+    /// Secret values as they would appear inside a JSON string: every line is scrubbed of them
+    /// before it is written, whoever produced it (a request's error text, a server's log line).
+    redact: std::sync::OnceLock<Vec<Vec<u8>>>,
 }
 
 /// The writer handle; cheap to clone and share between producers.
@@ -611,6 +622,7 @@ impl Journal {
             lifecycle: Mutex::new(Vec::new()),
             clock: RunClock::start(),
             path: path.to_owned(),
+            redact: std::sync::OnceLock::new(),
         });
         spawn_flusher(Arc::downgrade(&inner));
         Ok(Self { inner })
@@ -624,6 +636,27 @@ impl Journal {
     }
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// From now on, every line written has these values replaced by `***` (set once, before any
+    /// producer could see a secret). Values shorter than 4 bytes are refused: scrubbing them would
+    /// mangle ordinary text and hide nothing.
+    pub fn redact(&self, secrets: &[String]) -> anyhow::Result<()> {
+        let mut forms = Vec::new();
+        for s in secrets {
+            anyhow::ensure!(
+                s.len() >= 4,
+                "a secret of {} bytes is too short to keep out of the journal",
+                s.len()
+            );
+            let quoted = serde_json::to_string(s)?;
+            forms.push(quoted.as_bytes()[1..quoted.len() - 1].to_vec());
+        }
+        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        self.inner
+            .redact
+            .set(forms)
+            .map_err(|_| anyhow::anyhow!("the journal's redactions were already set"))
     }
 
     /// Appends one event stamped `t_s`. Serialisation happens outside the lock.
@@ -640,6 +673,9 @@ impl Journal {
                 return;
             }
         };
+        if let Some(forms) = self.inner.redact.get() {
+            line = scrub(line, forms);
+        }
         line.push(b'\n');
         {
             let mut sink = self.inner.sink.lock().unwrap_or_else(|p| p.into_inner());
@@ -661,7 +697,7 @@ impl Journal {
                 }
             }
         }
-        if lifecycle {
+        if lifecycle && rec.event.is_retained() {
             self.inner
                 .lifecycle
                 .lock()
@@ -699,6 +735,29 @@ impl Journal {
         }
         Ok(())
     }
+}
+
+/// Replaces every occurrence of each form with `***`.
+fn scrub(line: Vec<u8>, forms: &[Vec<u8>]) -> Vec<u8> {
+    let mut line = line;
+    for f in forms {
+        if memchr::memmem::find(&line, f).is_none() {
+            continue;
+        }
+        let mut out = Vec::with_capacity(line.len());
+        let mut last = 0;
+        for at in memchr::memmem::find_iter(&line, f) {
+            if at < last {
+                continue;
+            }
+            out.extend_from_slice(&line[last..at]);
+            out.extend_from_slice(b"***");
+            last = at + f.len();
+        }
+        out.extend_from_slice(&line[last..]);
+        line = out;
+    }
+    line
 }
 
 fn spawn_flusher(inner: Weak<Inner>) {
@@ -882,6 +941,32 @@ mod tests {
         assert_eq!(loaded.records.len(), 1);
         assert!(loaded.truncated.as_ref().unwrap().contains("line 3"));
         assert!(loaded.is_partial());
+    }
+
+    #[test]
+    fn a_redacted_secret_never_reaches_the_file_whoever_wrote_it() {
+        let dir = tempdir();
+        let path = dir.join("j.jsonl");
+        let j = Journal::create(&path, &Header::new("soak", vec!["witness".into()])).unwrap();
+        j.redact(&["s3cr\"et-token".into()]).unwrap();
+        j.emit(Event::Note {
+            level: "warn".into(),
+            text: "header was Bearer s3cr\"et-token and s3cr\"et-token again".into(),
+        });
+        j.flush().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("s3cr"), "{text}");
+        let loaded = read(&path).unwrap();
+        assert_eq!(
+            loaded.records[0].event,
+            Event::Note {
+                level: "warn".into(),
+                text: "header was Bearer *** and *** again".into()
+            }
+        );
+        assert!(j.redact(&["abcd".into()]).is_err(), "set once");
+        let k = Journal::create(&dir.join("k.jsonl"), &Header::new("soak", vec![])).unwrap();
+        assert!(k.redact(&["abc".into()]).is_err(), "too short to scrub");
     }
 
     #[test]

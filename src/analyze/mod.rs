@@ -3,6 +3,7 @@
 
 pub mod gpu;
 pub mod picture;
+pub mod soak;
 pub mod stats;
 pub mod timeline;
 pub mod timers;
@@ -81,6 +82,8 @@ pub struct Analysis {
     pub gpu: gpu::GpuSection,
     /// The load ladder's levels and verdicts, for `load` runs.
     pub load: Option<verdict::LoadAnalysis>,
+    /// The soak's figures, invariants, faults and verdict, for `soak` runs.
+    pub soak: Option<soak::SoakAnalysis>,
     /// The run laid out for the HTML timeline and the trace export.
     pub picture: picture::Picture,
 }
@@ -135,6 +138,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         load
     });
     suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    let soak = soak::analyze_soak(recs, &settings, end_s);
     Analysis {
         mode: journal.header.mode.clone(),
         command: journal.header.command.clone(),
@@ -145,6 +149,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         picture: picture::build(recs, &processes, &suspicions),
         suspicions,
         load,
+        soak,
         lifecycle: lifecycle_json(recs),
         timeline: timeline::build(recs, &processes),
         settings,

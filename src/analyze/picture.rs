@@ -496,7 +496,10 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                 MarkerKind::Fault,
                 Some(*pid),
                 format!("fault: {action}"),
-                format!("t={t:.3}s: INJECTED {action}: {detail}"),
+                format!(
+                    "t={t:.3}s: {}",
+                    super::timeline::fault_words(action, detail)
+                ),
                 "warn",
             ),
             Event::Ready {

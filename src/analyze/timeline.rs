@@ -129,7 +129,7 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
                 action,
                 pid,
                 detail,
-            } => (Some(*pid), format!("INJECTED {action}: {detail}"), "warn"),
+            } => (Some(*pid), fault_words(action, detail), "warn"),
             Event::Note { level, text } if level != "info" => (None, text.clone(), "warn"),
             Event::LevelStart {
                 concurrency,
@@ -174,4 +174,13 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
         });
     }
     out
+}
+
+/// A fault event in words: witness's own action ("INJECTED kill: …"), or what followed it (the
+/// SIGCONT that ends a stop, the server seen back).
+pub fn fault_words(action: &str, detail: &str) -> String {
+    match action {
+        "recovered" | "cont" => format!("fault {action}: {detail}"),
+        _ => format!("INJECTED {action}: {detail}"),
+    }
 }

@@ -129,7 +129,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     }
 }
 
-enum Stop {
+pub(crate) enum Stop {
     Refused(String),
     Interrupted(String),
 }
@@ -199,7 +199,7 @@ async fn measure(
 }
 
 /// Waits until the started server answers 200, journalled as time-to-ready.
-async fn wait_ready(
+pub(crate) async fn wait_ready(
     sup: &Supervisor,
     prober: &Prober,
     journal: &Journal,

@@ -3,6 +3,7 @@
 pub mod gpu;
 pub mod load;
 pub mod report;
+pub mod soak;
 pub mod wrap;
 
 use std::sync::Arc;

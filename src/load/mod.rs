@@ -1,8 +1,10 @@
 //! The load driver: the hyper client and outcome classification, health probes, the connect floor,
-//! and the concurrency ladder.
+//! the concurrency ladder, and the soak (its plan and its engine).
 
 pub mod client;
 pub mod floor;
 pub mod health;
 pub mod ladder;
 pub mod outcome;
+pub mod plan;
+pub mod soak;

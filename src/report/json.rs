@@ -1,6 +1,7 @@
 //! The JSON report: the analysis, with the keys users script against.
 
 use super::View;
+use crate::analyze::soak::SoakAnalysis;
 use crate::analyze::Analysis;
 
 pub struct Json;
@@ -73,5 +74,40 @@ pub fn value(a: &Analysis) -> serde_json::Value {
                 .into(),
         );
     }
+    if let (Some(s), Some(o)) = (&a.soak, v.as_object_mut()) {
+        soak(s, o);
+    }
     v
+}
+
+/// The soak's keys: what a script reads to tell a clean soak from a leaking, aborted or faulted one.
+fn soak(s: &SoakAnalysis, o: &mut serde_json::Map<String, serde_json::Value>) {
+    use serde_json::json;
+    let kinds: serde_json::Map<String, serde_json::Value> =
+        s.kinds.iter().map(|k| (k.name.clone(), json!(k))).collect();
+    let entries = [
+        ("verdict", json!(s.verdict)),
+        ("verdict_reasons", json!(s.reasons)),
+        ("partial", json!(s.partial)),
+        ("aborted_reason", json!(s.aborted_reason)),
+        ("aborted_interval", json!(s.aborted_interval)),
+        ("duration_planned_s", json!(s.duration_planned_s)),
+        ("duration_achieved_s", json!(s.duration_achieved_s)),
+        ("interval_s", json!(s.interval_s)),
+        ("seed", json!(s.seed)),
+        ("connect_floor_ms", json!(s.connect_floor_ms)),
+        ("refused", json!(s.refused)),
+        ("totals", json!(s.totals)),
+        ("kinds", serde_json::Value::Object(kinds)),
+        ("resources", json!(s.resources)),
+        ("gauges", json!(s.gauges)),
+        ("invariants", json!(s.invariants)),
+        ("intervals", json!(s.intervals)),
+        ("injected", json!(s.injected)),
+        ("restarts", json!(s.restarts)),
+        ("warnings", json!(s.warnings)),
+    ];
+    for (k, v) in entries {
+        o.insert(k.into(), v);
+    }
 }

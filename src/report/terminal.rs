@@ -2,6 +2,7 @@
 //! the stream is a terminal.
 
 use super::View;
+use crate::analyze::soak::SoakAnalysis;
 use crate::analyze::verdict::{LevelRow, LoadAnalysis};
 use crate::analyze::Analysis;
 
@@ -39,6 +40,9 @@ impl View for Terminal {
         }
         o.push_str(&timeline(self, a));
         o.push_str(&gpu(self, a));
+        if let Some(s) = &a.soak {
+            o.push_str(&soak_block(self, s));
+        }
         if let Some(l) = &a.load {
             let sev = if l.verdict == "pass" { "info" } else { "bad" };
             o.push_str(&self.paint(sev, &format!("verdict: {}\n", l.verdict.to_uppercase())));
@@ -132,6 +136,197 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
             ));
         }
     }
+    o
+}
+
+fn ms(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.1}ms", s * 1000.0)
+    } else {
+        format!("{s:.2}s")
+    }
+}
+
+/// The soak's figures after the timeline: kinds, memory, gauges, invariants, faults, verdict.
+fn soak_block(t: &Terminal, s: &SoakAnalysis) -> String {
+    use super::bytes;
+    use crate::journal::secs;
+    let mut o = String::new();
+    o.push_str(&format!(
+        "soak: {} achieved of {} planned (interval {}, seed {})\n",
+        secs(s.duration_achieved_s),
+        secs(s.duration_planned_s),
+        secs(s.interval_s),
+        s.seed
+    ));
+    if let Some(f) = s.connect_floor_ms {
+        o.push_str(&format!("  connect floor {f:.2} ms\n"));
+    }
+    if let Some(r) = &s.refused {
+        o.push_str(&t.paint("bad", &format!("REFUSED: {r}\n")));
+    }
+    let width = s
+        .kinds
+        .iter()
+        .map(|k| k.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    o.push_str("  per kind (latency over ok requests, from the scheduled send when late):\n");
+    for k in s.kinds.iter().chain(std::iter::once(&s.totals)) {
+        let lat = k
+            .latency
+            .as_ref()
+            .map(|l| {
+                format!(
+                    "  p50={} p95={} p99={} mean={} max={}",
+                    ms(l.p50),
+                    ms(l.p95),
+                    ms(l.p99),
+                    ms(l.mean),
+                    ms(l.max)
+                )
+            })
+            .unwrap_or_default();
+        let mut line = format!(
+            "    {:<width$}  requests={} ok={} rejected={} timeouts={} errors={}{lat}",
+            k.name, k.requests, k.ok, k.rejected, k.timeouts, k.errors
+        );
+        if k.late_sends > 0 {
+            line.push_str(&format!("  late={}", k.late_sends));
+        }
+        if !k.clean_baseline {
+            line.push_str(&format!(
+                "  [{} in fault windows: not a clean baseline]",
+                k.in_fault_windows
+            ));
+        }
+        let sev = if k.failed_outside_faults > 0 {
+            "bad"
+        } else {
+            ""
+        };
+        o.push_str(&t.paint(sev, &line));
+        o.push('\n');
+    }
+    let r = &s.resources;
+    let m = &r.memory_trend;
+    if let (Some(b), Some(a)) = (&r.before, &r.after) {
+        let sev = if m.class == crate::analyze::trend::TrendClass::Growth {
+            "bad"
+        } else {
+            ""
+        };
+        let line = format!(
+            "  memory: {} ({}{}/s): {}\n  rss {} -> {} (peak {}); threads {} -> {}; fds {} -> {}; children {} -> {}; {} readings{}",
+            m.class,
+            if m.slope_bytes_per_s >= 0.0 { "+" } else { "-" },
+            bytes(m.slope_bytes_per_s.abs()),
+            m.detail,
+            bytes(b.rss_bytes as f64),
+            bytes(a.rss_bytes as f64),
+            bytes(r.peak.as_ref().map(|p| p.rss_bytes).unwrap_or(0) as f64),
+            b.threads,
+            a.threads,
+            b.fds,
+            a.fds,
+            b.children,
+            a.children,
+            r.samples,
+            if m.clean_baseline { "" } else { " [not a clean baseline: a fault overlapped]" }
+        );
+        o.push_str(&t.paint(sev, &line));
+        o.push('\n');
+    }
+    if !s.gauges.is_empty() {
+        o.push_str("  gauges:\n");
+    }
+    for g in &s.gauges {
+        let mut line = format!("    {}:", g.name);
+        if let (Some(f), Some(l), Some(mx)) = (g.first, g.last, g.max) {
+            line.push_str(&format!(" {f} -> {l} (max {mx})"));
+        }
+        if let Some(x) = g.growth_per_1k_requests {
+            line.push_str(&format!(", {x:+.2} per 1,000 requests"));
+        }
+        if let Some(tr) = g.trend {
+            line.push_str(&format!(", {tr}"));
+        }
+        if g.errors > 0 {
+            line.push_str(&format!(
+                ", {} unreadable ({})",
+                g.errors,
+                g.last_error.as_deref().unwrap_or("")
+            ));
+        }
+        let mut sev = "";
+        if let Some(d) = &g.drain {
+            line.push_str(&format!(
+                "; drain: {} ({})",
+                if d.ok { "ok" } else { "NOT DRAINED" },
+                d.detail
+            ));
+            if !d.ok {
+                sev = "bad";
+            }
+        }
+        o.push_str(&t.paint(sev, &line));
+        o.push('\n');
+    }
+    let failed: Vec<_> = s.invariants.iter().filter(|i| i.failed > 0).collect();
+    o.push_str(&format!(
+        "  invariants: {} checked at {} intervals; {}\n",
+        s.invariants.len(),
+        s.intervals.len(),
+        if failed.is_empty() {
+            "no violation".to_string()
+        } else {
+            failed
+                .iter()
+                .map(|i| format!("{} failed {}x", i.name, i.failed))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    ));
+    for f in &s.injected {
+        let until = match f.until_s {
+            Some(u) => format!("back at t={u:.3}s"),
+            None => "never seen back".into(),
+        };
+        o.push_str(&t.paint(
+            "warn",
+            &format!(
+                "  injected {} at t={:.3}s (pid {}), {until}; intervals {:?} and {} requests are not a clean baseline\n",
+                f.action, f.t_s, f.pid, f.intervals, f.requests_overlapping
+            ),
+        ));
+    }
+    if s.restarts.total > 0 {
+        o.push_str(&format!(
+            "  restarts: {} ({} injected, {} unexpected)\n",
+            s.restarts.total, s.restarts.injected, s.restarts.unexpected
+        ));
+    }
+    for w in &s.warnings {
+        o.push_str(&t.paint("warn", &format!("  ! {w}\n")));
+    }
+    if let Some(r) = &s.aborted_reason {
+        o.push_str(&t.paint(
+            "warn",
+            &format!(
+                "  partial: {r}; {} of {} ran\n",
+                secs(s.duration_achieved_s),
+                secs(s.duration_planned_s)
+            ),
+        ));
+    }
+    let sev = if s.verdict == "pass" { "info" } else { "bad" };
+    let mut v = format!("verdict: {}", s.verdict.to_uppercase());
+    if !s.reasons.is_empty() {
+        v.push_str(&format!(" ({})", s.reasons.join("; ")));
+    }
+    o.push_str(&t.paint(sev, &v));
+    o.push('\n');
     o
 }
 

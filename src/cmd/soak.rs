@@ -1,0 +1,290 @@
+//! `witness soak --plan PLAN.toml`: read and resolve the plan (secrets by reference), start or attach
+//! to the server, wait for health, measure the connect floor, run the workload with its invariants,
+//! faults and gauges, then stop and render the views from the journal. Exit codes: 0 pass, 1 fail (a
+//! violation, a leak, an undrained gauge, errors), 2 usage, 3 refused to measure, 130 interrupted.
+
+use std::sync::{Arc, OnceLock};
+
+use super::load::{check_loopback, wait_ready, Stop};
+use super::{check_outputs, open_journal, process_config, write_views, Signals};
+use crate::analyze::soak::SoakSettings;
+use crate::cli::SoakArgs;
+use crate::error::{refuse, usage};
+use crate::journal::{secs, Event, Journal, Settings};
+use crate::load::floor;
+use crate::load::health::Prober;
+use crate::load::plan::{self, Overrides, RealSecrets, SoakPlan};
+use crate::load::soak::{Action, Ending, Injector, Progress, Soak};
+use crate::report::{self, View};
+use crate::sample::{proc::ProcSampler, spawn_sampling, PidSource, Sampler};
+use crate::target::process::{RestartPolicy, Supervisor};
+use crate::target::{attach::Attach, Target};
+
+pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
+    let plan = Arc::new(load_plan(&args)?);
+    check_injects(&args, &plan)?;
+    for u in plan.urls() {
+        check_loopback(u, args.allow_remote).await?;
+    }
+    check_outputs(&args.output)?;
+    if args.sample_interval.is_zero() {
+        return Err(usage("--sample-interval must be more than zero, e.g. 1s"));
+    }
+    let journal = open_journal("soak", &args.output)?;
+    // Before anything else is written: no line of the journal may carry a secret's value.
+    journal.redact(&plan.secret_values)?;
+    journal.emit(Event::Settings(Settings {
+        timers_s: args
+            .supervise
+            .timer
+            .iter()
+            .map(|d| d.as_secs_f64())
+            .collect(),
+        load: None,
+        extra: serde_json::json!({ "soak": SoakSettings {
+            duration_planned_s: plan.duration.as_secs_f64(),
+            interval_s: plan.interval.as_secs_f64(),
+            seed: plan.seed,
+            max_error_rate: plan.max_error_rate,
+            inject: args.inject.iter().map(|i| i.text.clone()).collect(),
+            plan_file: Some(args.plan.display().to_string()),
+            plan: plan::summary(&plan),
+        }}),
+    }));
+    let prober = Prober::new(plan.health.clone(), plan.check_timeout);
+
+    let late: Arc<OnceLock<PidSource>> = Arc::new(OnceLock::new());
+    let late_pids: PidSource = {
+        let late = late.clone();
+        Box::new(move || late.get().and_then(|f| f()))
+    };
+    let gpu = match super::gpu::gpu_sampler(&args.gpu, late_pids, &journal) {
+        Ok(g) => g,
+        Err(e) => {
+            refused_note(&journal, &format!("{e:#}"));
+            finish(&journal, &args, "refused before starting the server", false)?;
+            return Err(e);
+        }
+    };
+
+    let target = if args.command.is_empty() {
+        Target::Attach(Attach::start(
+            plan.base.port_u16().unwrap_or(80),
+            journal.clone(),
+        ))
+    } else {
+        let mut sup = args.supervise.clone();
+        // The plan's fatal patterns are watched like --watch ones, labelled "fatal".
+        sup.watch.extend(
+            plan.invariants
+                .fatal_log
+                .iter()
+                .map(|r| format!("fatal={r}")),
+        );
+        let pcfg = process_config(&sup, args.command.clone(), args.show_output)?;
+        match Supervisor::start(pcfg, journal.clone()).await {
+            Ok(s) => Target::Process(s),
+            Err(e) => {
+                refused_note(&journal, &format!("{e:#}"));
+                finish(&journal, &args, "the server could not be started", true)?;
+                return Err(refuse(format!("{e:#}")));
+            }
+        }
+    };
+    let _ = late.set(target.pid_source());
+    let mut samplers: Vec<Box<dyn Sampler>> = vec![Box::new(ProcSampler::new(target.pid_source()))];
+    samplers.extend(gpu);
+    let sampling = spawn_sampling(samplers, journal.clone(), args.sample_interval);
+    let mut signals = Signals::install()?;
+
+    let ready = {
+        let body = prepare(&args, &plan, &target, &prober, &journal);
+        tokio::pin!(body);
+        tokio::select! {
+            r = &mut body => r.map_err(|s| match s {
+                Stop::Refused(why) => Err(why),
+                Stop::Interrupted(sig) => Ok(sig),
+            }),
+            sig = signals.recv() => Err(Ok(sig.as_str().to_string())),
+        }
+    };
+    let ending = match ready {
+        Ok(()) => {
+            eprintln!(
+                "witness: soak of {} against {}: {} workers, interval {}, seed {} (replay with --seed {})",
+                secs(plan.duration.as_secs_f64()),
+                plan.base,
+                plan.workers(),
+                secs(plan.interval.as_secs_f64()),
+                plan.seed,
+                plan.seed
+            );
+            let progress = Progress::new(plan.duration);
+            let identity = || target.identity();
+            let soak = Soak {
+                plan: plan.clone(),
+                journal: journal.clone(),
+                prober: &prober,
+                identity: &identity,
+                injector: Injector {
+                    control: match &target {
+                        Target::Process(s) => Some(s.control()),
+                        Target::Attach(_) => None,
+                    },
+                    pids: target.pid_source(),
+                },
+                injects: args.inject.clone(),
+                owned: target.owned(),
+                progress: &progress,
+            };
+            let interrupt = async {
+                let sig = signals.recv().await;
+                sig.as_str().to_string()
+            };
+            let ending = soak.run(interrupt).await;
+            progress.finish();
+            Ok(ending)
+        }
+        Err(e) => Err(e),
+    };
+    sampling.stop().await;
+    target.stop("the soak is over").await?;
+    match ending {
+        Ok(Ending::Done) => {
+            let a = finish(&journal, &args, "the soak ran its whole duration", false)?;
+            Ok(match a.soak.as_ref().map(|s| s.verdict.as_str()) {
+                Some("pass") => 0,
+                _ => 1,
+            })
+        }
+        Ok(Ending::Violated { interval, reason }) => {
+            let why = format!("invariant violated at interval {interval}: {reason}");
+            eprintln!("witness: soak aborted: {why}");
+            finish(&journal, &args, &why, true)?;
+            Ok(1)
+        }
+        Ok(Ending::Interrupted { signal }) | Err(Ok(signal)) => {
+            finish(&journal, &args, &format!("interrupted by {signal}"), true)?;
+            Ok(130)
+        }
+        Err(Err(why)) => {
+            finish(&journal, &args, &format!("refused: {why}"), false)?;
+            Err(refuse(why))
+        }
+    }
+}
+
+fn refused_note(journal: &Journal, text: &str) {
+    journal.emit(Event::Note {
+        level: "refused".into(),
+        text: text.into(),
+    });
+}
+
+/// Reads and resolves the plan; a mistake in it is a usage error that names line, column and key.
+fn load_plan(args: &SoakArgs) -> anyhow::Result<SoakPlan> {
+    let src = std::fs::read_to_string(&args.plan).map_err(|e| {
+        usage(format!(
+            "--plan {}: could not read the plan: {e}",
+            args.plan.display()
+        ))
+    })?;
+    let overrides = Overrides {
+        duration: args.duration,
+        interval: args.interval,
+        seed: args.seed,
+        base_url: args.base_url.clone(),
+    };
+    plan::parse(&src, &args.plan)
+        .and_then(|p| plan::resolve(p, &src, &args.plan, &overrides, &RealSecrets))
+        .map_err(|e| usage(e.to_string()))
+}
+
+/// Faults that cannot happen as asked are refused before anything starts.
+fn check_injects(args: &SoakArgs, plan: &SoakPlan) -> anyhow::Result<()> {
+    for i in &args.inject {
+        if i.at >= plan.duration {
+            return Err(usage(format!(
+                "--inject {}: at {} it would fire after the soak's {} duration",
+                i.text,
+                secs(i.at.as_secs_f64()),
+                secs(plan.duration.as_secs_f64())
+            )));
+        }
+        let comes_back = args.command.is_empty() || args.supervise.restart != RestartPolicy::Never;
+        if matches!(i.action, Action::Kill | Action::Restart) && !comes_back {
+            return Err(usage(format!(
+                "--inject {}: the server would not come back (--restart never), so the soak would abort; add --restart always (or on-failure)",
+                i.text
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Ready (for a server witness started), then the connect floor.
+async fn prepare(
+    args: &SoakArgs,
+    plan: &SoakPlan,
+    target: &Target,
+    prober: &Prober,
+    journal: &Journal,
+) -> Result<(), Stop> {
+    if let Target::Process(sup) = target {
+        wait_ready(sup, prober, journal, plan.ready_timeout).await?;
+    }
+    let f = floor::measure(&plan.base, args.max_connect_floor).await;
+    let limit_ms = args.max_connect_floor.as_secs_f64() * 1000.0;
+    journal.emit(Event::ConnectFloor {
+        host: f.host.clone(),
+        port: f.port,
+        addrs: f.addrs.clone(),
+        median_ms: f.median_ms,
+        limit_ms,
+        advice: f.advice.clone(),
+    });
+    let why = match f.median_ms {
+        Some(m) if m <= limit_ms => {
+            eprintln!(
+                "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
+                f.host, f.port
+            );
+            return Ok(());
+        }
+        Some(m) => format!(
+            "the connect floor to {}:{} is {m:.1} ms (median of plain TCP connects), over --max-connect-floor {limit_ms:.0} ms: every latency would carry the harness's own connect cost",
+            f.host, f.port
+        ),
+        None => format!(
+            "no TCP connect to {}:{} succeeded: nothing to measure (is the server listening there?)",
+            f.host, f.port
+        ),
+    };
+    let why = match &f.advice {
+        Some(a) => format!("{why}. {a}"),
+        None => why,
+    };
+    refused_note(journal, &why);
+    Err(Stop::Refused(why))
+}
+
+fn finish(
+    journal: &Journal,
+    args: &SoakArgs,
+    reason: &str,
+    partial: bool,
+) -> anyhow::Result<crate::analyze::Analysis> {
+    journal.emit(Event::End {
+        reason: reason.into(),
+        partial,
+        exit_code: None,
+    });
+    journal.flush()?;
+    let loaded = crate::journal::read(journal.path())?;
+    let analysis = crate::analyze::analyze(&loaded);
+    let term = report::terminal::Terminal::for_stderr();
+    eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
+    eprintln!("witness: journal: {}", journal.path().display());
+    write_views(&args.output, &analysis)?;
+    Ok(analysis)
+}
