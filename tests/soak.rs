@@ -161,6 +161,7 @@ fn a_healthy_server_is_flat_or_sawtooth_and_passes() {
     // The HTML draws the soak's kinds as lanes.
     let html = std::fs::read_to_string(r.dir.join("r.html")).unwrap();
     assert!(html.contains(">embed<") && html.contains(">GET /stats<"));
+    assert!(html.contains(r#"Soak: <span class="v-pass">PASS</span>"#));
 }
 
 #[test]

@@ -1637,6 +1637,70 @@ drain = true
     }
 
     #[test]
+    fn a_secret_file_is_read_without_its_newline_and_a_missing_one_is_named() {
+        struct File;
+        impl SecretSource for File {
+            fn env(&self, _: &str) -> Option<String> {
+                None
+            }
+            fn file(&self, path: &Path) -> std::io::Result<String> {
+                match path.to_str() {
+                    Some("/run/secrets/gw") => Ok("fr0m-file\n".into()),
+                    _ => Err(std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no such file",
+                    )),
+                }
+            }
+        }
+        let src = GOOD.replace(
+            "secret_env = \"WITNESS_TEST_TOKEN\"",
+            "secret_file = \"/run/secrets/gw\"",
+        );
+        let p = resolve(
+            parse(&src, &file()).unwrap(),
+            &src,
+            &file(),
+            &Overrides::default(),
+            &File,
+        )
+        .unwrap();
+        let auth = p.kinds[1].headers.get("authorization").unwrap();
+        assert_eq!(auth.to_str().unwrap(), "Bearer fr0m-file");
+        let src = src.replace("/run/secrets/gw", "/nope");
+        let e = resolve(
+            parse(&src, &file()).unwrap(),
+            &src,
+            &file(),
+            &Overrides::default(),
+            &File,
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("secrets.gateway: could not read secret_file /nope"),
+            "{e}"
+        );
+        let src = src.replace(
+            "secret_file = \"/nope\"",
+            "secret_file = \"/nope\"\nsecret_env = \"X\"",
+        );
+        let e = resolve(
+            parse(&src, &file()).unwrap(),
+            &src,
+            &file(),
+            &Overrides::default(),
+            &File,
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("exactly one of secret_env or secret_file"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_secret_in_a_body_or_an_unknown_secret_is_refused() {
         let src = GOOD.replace("\"n\": ${id}", "\"k\": \"${secret.gateway}\"");
         let e = resolved(&src).unwrap_err();

@@ -583,15 +583,11 @@ impl Soak<'_> {
             let now_id = (self.identity)();
             let health = self.prober.probe().await;
             let pid = now_id.as_ref().map(|i| i.pid);
-            let rss = match pid {
-                Some(p) => tokio::task::spawn_blocking(move || {
-                    crate::sample::proc::read_tree(p).map(|r| r.rss_bytes)
-                })
-                .await
-                .ok()
-                .flatten(),
-                None => None,
-            };
+            // Read inline, as the process sampler does: a few reads of /proc, and no blocking
+            // thread (each new one can claim a fresh malloc arena: witness's own memory would creep).
+            let rss = pid
+                .and_then(crate::sample::proc::read_tree)
+                .map(|r| r.rss_bytes);
             let mut results = Vec::new();
             if plan.invariants.same_identity {
                 let same = now_id.is_some() && now_id == baseline;

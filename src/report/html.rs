@@ -97,6 +97,7 @@ pub fn page(a: &Analysis) -> String {
         let _ = writeln!(o, "<p class=\"partial\" id=\"partial\">{}</p>", esc(why));
     }
     suspicions(&mut o, a);
+    soak_summary(&mut o, a);
     levels_table(&mut o, a);
     if a.load.is_none() {
         // A load run's verdict table already counts its requests per level.
@@ -110,6 +111,74 @@ pub fn page(a: &Analysis) -> String {
     o.push_str(SCRIPT);
     o.push_str("</body></html>\n");
     o
+}
+
+/// A soak's verdict and the figures that decided it, above the picture (the kinds are its lanes).
+fn soak_summary(o: &mut String, a: &Analysis) {
+    let Some(s) = &a.soak else { return };
+    let class = match s.verdict.as_str() {
+        "pass" => "v-pass",
+        _ => "v-fail",
+    };
+    let _ = writeln!(
+        o,
+        "<h2>Soak: <span class=\"{class}\">{}</span></h2>\n<p class=\"meta\">{} achieved of {} planned · interval {} · seed {}</p>",
+        esc(&s.verdict.to_uppercase()),
+        secs(s.duration_achieved_s),
+        secs(s.duration_planned_s),
+        secs(s.interval_s),
+        s.seed
+    );
+    for r in &s.reasons {
+        let _ = writeln!(o, "<p class=\"sus\">{}</p>", esc(r));
+    }
+    let m = &s.resources.memory_trend;
+    let _ = writeln!(
+        o,
+        "<p>server memory: <b>{}</b> ({}/s): {}</p>",
+        m.class,
+        super::bytes(m.slope_bytes_per_s),
+        esc(&m.detail)
+    );
+    o.push_str("<table><tr><th>kind</th><th>requests</th><th>ok</th><th>rejected</th><th>timeouts</th><th>errors</th><th>p50</th><th>p95</th><th>p99</th><th>max</th><th>baseline</th></tr>\n");
+    for k in s.kinds.iter().chain(std::iter::once(&s.totals)) {
+        let l = |f: fn(&crate::analyze::stats::Latency) -> f64| {
+            k.latency
+                .as_ref()
+                .map(|x| format!("{:.1} ms", f(x) * 1000.0))
+                .unwrap_or_else(|| "-".into())
+        };
+        let _ = writeln!(
+            o,
+            "<tr{}><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            if k.failed_outside_faults > 0 { " class=\"bad\"" } else if !k.clean_baseline { " class=\"warn\"" } else { "" },
+            esc(&k.name),
+            k.requests,
+            k.ok,
+            k.rejected,
+            k.timeouts,
+            k.errors,
+            l(|x| x.p50),
+            l(|x| x.p95),
+            l(|x| x.p99),
+            l(|x| x.max),
+            if k.clean_baseline { "clean".to_string() } else { format!("{} in fault windows", k.in_fault_windows) }
+        );
+    }
+    o.push_str("</table>\n");
+    for f in &s.injected {
+        let _ = writeln!(
+            o,
+            "<p class=\"sus\">injected {} at t={:.3}s: intervals {:?} are not a clean baseline ({})</p>",
+            esc(&f.action),
+            f.t_s,
+            f.intervals,
+            match f.until_s {
+                Some(u) => format!("server back at t={u:.3}s"),
+                None => "never seen back".into(),
+            }
+        );
+    }
 }
 
 fn suspicions(o: &mut String, a: &Analysis) {
