@@ -1,15 +1,22 @@
-//! `witness wrap -- CMD…`: supervise the server, stay transparent, and print the annotated timeline.
+//! `witness wrap -- CMD…` (or `--image IMAGE`, `--container NAME`): supervise the server, stay
+//! transparent, and print the annotated timeline.
+//!
+//! witness can be PID 1 of a container in front of the user's server (wrappers/container-entrypoint):
+//! it forwards the signals it gets, and with a child process it is a subreaper that reaps the
+//! orphans the server leaves (target/reaper.rs) without taking its own child's exit status.
 
 use nix::sys::signal::Signal;
 
-use super::{open_journal, process_config, Signals};
+use super::{build_target, open_journal, target_config, Signals, TargetConfig};
 use crate::cli::WrapArgs;
 use crate::journal::{Event, Settings};
 use crate::report::{self, View};
-use crate::target::process::{Control, Supervisor};
+use crate::sample::spawn_sampling;
+use crate::target::process::Control;
+use crate::target::reaper::Reaper;
 
 pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
-    let cfg = process_config(&args.supervise, args.command.clone(), true)?;
+    let cfg = target_config(&args.supervise, &args.container, args.command.clone(), true)?;
     let journal = open_journal("wrap", &args.output)?;
     journal.emit(Event::Settings(Settings {
         timers_s: args
@@ -21,30 +28,67 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         ..Default::default()
     }));
     let mut signals = Signals::install()?;
-    let sup = match Supervisor::start(cfg, journal.clone()).await {
+    // A child's orphans come to witness (and to PID 1 in a container anyway): reap them.
+    let reaper = match &cfg {
+        TargetConfig::Process(_) => match Reaper::start() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                journal.emit(Event::Note {
+                    level: "warn".into(),
+                    text: format!("orphans of the server will not be reaped by witness: {e}"),
+                });
+                None
+            }
+        },
+        TargetConfig::Container(_) => None,
+    };
+    let target = match build_target(cfg, &journal).await {
+        Ok(t) => t,
+        Err(e) => {
+            journal.emit(Event::Note {
+                level: "error".into(),
+                text: format!("{e:#}"),
+            });
+            finish(&journal, &args, "the server could not be started", None)?;
+            return Err(e);
+        }
+    };
+    let sampling = spawn_sampling(target.samplers(), journal.clone(), args.sample_interval);
+    let ctl = target.control();
+    let wait = target.wait();
+    tokio::pin!(wait);
+    let mut interrupts = 0;
+    let ended = loop {
+        tokio::select! {
+            r = &mut wait => break r,
+            sig = signals.recv() => {
+                if sig == Signal::SIGINT {
+                    interrupts += 1;
+                }
+                if let Some(ctl) = &ctl {
+                    let _ = ctl.send(if interrupts >= 2 { Control::KillNow } else { Control::Forward(sig) });
+                }
+            }
+        }
+    };
+    sampling.stop().await;
+    if let Some(n) = reaper.map(Reaper::stop).filter(|n| *n > 0) {
+        journal.emit(Event::Note {
+            level: "info".into(),
+            text: format!(
+                "reaped {n} orphaned process(es) the server left behind (witness is their subreaper)"
+            ),
+        });
+    }
+    let status = match ended {
         Ok(s) => s,
         Err(e) => {
             journal.emit(Event::Note {
                 level: "error".into(),
                 text: format!("{e:#}"),
             });
-            finish(&journal, &args, "the command could not be started", None)?;
+            finish(&journal, &args, "witness lost sight of the server", None)?;
             return Err(e);
-        }
-    };
-    let ctl = sup.control();
-    let wait = sup.wait();
-    tokio::pin!(wait);
-    let mut interrupts = 0;
-    let status = loop {
-        tokio::select! {
-            r = &mut wait => break r?,
-            sig = signals.recv() => {
-                if sig == Signal::SIGINT {
-                    interrupts += 1;
-                }
-                let _ = ctl.send(if interrupts >= 2 { Control::KillNow } else { Control::Forward(sig) });
-            }
         }
     };
     finish(&journal, &args, "the server is gone for good", Some(status))?;

@@ -175,28 +175,9 @@ pub fn drain(
     patterns: Arc<Patterns>,
     journal: Journal,
 ) -> u64 {
-    let mut out: Option<Box<dyn Write>> = match pass {
-        PassThrough::Own(Stream::Stdout) => Some(Box::new(std::io::stdout())),
-        PassThrough::Own(Stream::Stderr) => Some(Box::new(std::io::stderr())),
-        PassThrough::Discard => None,
-    };
-    let mut lines = LineSplitter::default();
+    let mut sink = LineSink::new(stream, pass, pid, patterns, journal);
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
-    let mut on_line = |line: &[u8], truncated: bool| {
-        let text = String::from_utf8_lossy(line);
-        let text = text.trim_end_matches('\r');
-        if let Some(label) = patterns.label(text) {
-            journal.emit(Event::Log {
-                pid,
-                stream,
-                line: text.to_string(),
-                label: label.to_string(),
-                truncated,
-                timer_s: patterns.timer_in(text),
-            });
-        }
-    };
     loop {
         let n = match src.read(&mut buf) {
             Ok(0) => break,
@@ -205,16 +186,103 @@ pub fn drain(
             Err(_) => break,
         };
         total += n as u64;
-        if let Some(w) = out.as_mut() {
-            // A closed stdout (EPIPE) must not stop the draining, only the pass-through.
-            if w.write_all(&buf[..n]).and_then(|_| w.flush()).is_err() {
-                out = None;
+        sink.push(&buf[..n]);
+    }
+    sink.finish();
+    total
+}
+
+/// One output stream of the server, fed in chunks however they arrive (a pipe read by a thread, or
+/// frames of a container's log stream): every byte is passed through, every line is read, and the lines
+/// that match a pattern are journalled.
+pub struct LineSink {
+    out: Option<Box<dyn Write + Send>>,
+    lines: LineSplitter,
+    stream: Stream,
+    pid: Option<u32>,
+    patterns: Arc<Patterns>,
+    journal: Journal,
+}
+
+impl LineSink {
+    pub fn new(
+        stream: Stream,
+        pass: PassThrough,
+        pid: Option<u32>,
+        patterns: Arc<Patterns>,
+        journal: Journal,
+    ) -> Self {
+        let out: Option<Box<dyn Write + Send>> = match pass {
+            PassThrough::Own(Stream::Stdout) => Some(Box::new(std::io::stdout())),
+            PassThrough::Own(Stream::Stderr) => Some(Box::new(std::io::stderr())),
+            PassThrough::Discard => None,
+        };
+        Self {
+            out,
+            lines: LineSplitter::default(),
+            stream,
+            pid,
+            patterns,
+            journal,
+        }
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) {
+        if let Some(w) = self.out.as_mut() {
+            // A closed stdout (EPIPE) must not stop the reading, only the pass-through.
+            if w.write_all(chunk).and_then(|_| w.flush()).is_err() {
+                self.out = None;
             }
         }
-        lines.push(&buf[..n], &mut on_line);
+        let Self {
+            lines,
+            stream,
+            pid,
+            patterns,
+            journal,
+            ..
+        } = self;
+        lines.push(chunk, &mut |line, truncated| {
+            on_line(patterns, journal, *stream, *pid, line, truncated)
+        });
     }
-    lines.finish(&mut on_line);
-    total
+
+    /// The end of the stream: a last line with no newline is still matched.
+    pub fn finish(&mut self) {
+        let Self {
+            lines,
+            stream,
+            pid,
+            patterns,
+            journal,
+            ..
+        } = self;
+        lines.finish(&mut |line, truncated| {
+            on_line(patterns, journal, *stream, *pid, line, truncated)
+        });
+    }
+}
+
+fn on_line(
+    patterns: &Patterns,
+    journal: &Journal,
+    stream: Stream,
+    pid: Option<u32>,
+    line: &[u8],
+    truncated: bool,
+) {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches('\r');
+    if let Some(label) = patterns.label(text) {
+        journal.emit(Event::Log {
+            pid,
+            stream,
+            line: text.to_string(),
+            label: label.to_string(),
+            truncated,
+            timer_s: patterns.timer_in(text),
+        });
+    }
 }
 
 /// Splits a byte stream into lines with a bounded buffer.
@@ -338,7 +406,9 @@ mod tests {
         let p = Patterns::new(&["lease=lease expired".into(), "boom".into()]).unwrap();
         assert_eq!(p.label("the lease expired"), Some("lease"));
         assert_eq!(p.label("boom!"), Some("watch"));
-        let e = Patterns::new(&["(unclosed".into()]).unwrap_err();
+        let Err(e) = Patterns::new(&["(unclosed".into()]) else {
+            panic!("a bad pattern was accepted")
+        };
         assert!(e.to_string().contains("--watch \"(unclosed\""), "{e}");
     }
 }

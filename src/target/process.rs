@@ -174,12 +174,16 @@ fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::
             Ok(())
         });
     }
+    // Registered before the reaper can look, so it never takes this child's exit status.
+    let mut own = super::reaper::spawn_guard();
     let mut child = cmd.spawn().map_err(|source| SpawnError {
         command: cfg.command[0].clone(),
         source,
     })?;
     let spawned = Instant::now();
     let pid = child.id().unwrap_or(0);
+    own.register(pid);
+    drop(own);
     let identity = super::identity_of(pid).unwrap_or(Identity {
         pid,
         start_time: 0,
@@ -242,6 +246,7 @@ async fn supervise(
     let mut stopping: Option<String> = None;
     loop {
         let status = wait_child(&cfg, &journal, &mut run, &mut ctl, &mut stopping).await;
+        super::reaper::forget(run.pid);
         let age = run.spawned.elapsed();
         let info = ExitInfo::from_status(status);
         let requested = stopping.is_some();
