@@ -54,6 +54,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         }
     };
     let sampling = spawn_sampling(target.samplers(), journal.clone(), args.sample_interval);
+    let owned = target.owned();
     let ctl = target.control();
     let wait = target.wait();
     tokio::pin!(wait);
@@ -91,8 +92,20 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
             return Err(e);
         }
     };
-    finish(&journal, &args, "the server is gone for good", Some(status))?;
+    let reason = if owned || !detached(&journal) {
+        "the server is gone for good"
+    } else {
+        "witness let go of the container; it keeps running"
+    };
+    finish(&journal, &args, reason, Some(status))?;
     Ok(status)
+}
+
+/// Whether witness let go of a container it did not own (rather than seeing it end).
+fn detached(journal: &crate::journal::Journal) -> bool {
+    journal.lifecycle().iter().any(|r| {
+        matches!(&r.event, Event::Note { text, .. } if text.starts_with("detached from container"))
+    })
 }
 
 /// Ends the journal, reads it back, and renders the views: the live path is the re-render path.

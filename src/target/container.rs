@@ -179,10 +179,14 @@ pub fn engine_address(flag: Option<&str>) -> (String, String) {
 pub async fn connect(flag: Option<&str>) -> anyhow::Result<Docker> {
     let (addr, from) = engine_address(flag);
     let how = "start the engine, or point witness at one with DOCKER_HOST=unix:///path/to/docker.sock (or tcp://HOST:2375) or --docker-host URL";
-    let docker = Docker::connect_with_host(&addr).map_err(|e| {
-        usage(format!(
-            "the Docker engine address {addr:?} ({from}) is not one witness can use: {e}; {how}"
-        ))
+    let docker = Docker::connect_with_host(&addr).map_err(|e| match e {
+        bollard::errors::Error::SocketNotFoundError(path) => usage(format!(
+            "no Docker engine answered at {addr} ({from}): there is no socket at {path}; {how}"
+        )),
+        e => usage(format!(
+            "the Docker engine address {addr:?} ({from}) is not one witness can use: {}; {how}",
+            chain(&e)
+        )),
     })?;
     match tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version()).await {
         Ok(Ok(d)) => Ok(d),
