@@ -25,6 +25,9 @@ pub enum Command {
     /// Run the server under test as a child: pass its output through, journal its lifecycle, restart
     /// it by policy, and print an annotated kill/restart timeline. Exits with the child's status.
     Wrap(WrapArgs),
+    /// Drive an honest concurrency ladder: one outcome and one duration per request, health and the
+    /// server's identity before and after every level, and the seed's pass rule.
+    Load(Box<LoadArgs>),
     /// Re-render any past run from its journal.
     Report(ReportArgs),
 }
@@ -34,6 +37,7 @@ impl Command {
     pub fn internal_error_code(&self) -> i32 {
         match self {
             Command::Wrap(_) => crate::error::WRAP_INTERNAL,
+            Command::Load(_) => crate::error::REFUSED,
             _ => 1,
         }
     }
@@ -144,6 +148,78 @@ pub struct WrapArgs {
     pub sample_interval: Duration,
     /// The server to run, after `--` (with --image: the container's command).
     #[arg(last = true, required_unless_present_any = ["image", "container"], value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// The URL every request goes to. Loopback only, unless --allow-remote.
+    #[arg(long)]
+    pub url: String,
+    /// HTTP method.
+    #[arg(long, default_value = "POST")]
+    pub method: String,
+    /// Request body: TEXT, or @FILE to read it from a file.
+    #[arg(long, default_value = "{}")]
+    pub body: String,
+    /// Extra request header 'Name: value' (repeatable).
+    #[arg(long = "header", value_name = "'K: V'")]
+    pub header: Vec<String>,
+    /// Health probe URL; default: the URL's origin + /health.
+    #[arg(long)]
+    pub health_url: Option<String>,
+    /// Concurrency levels, in order.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+    pub levels: Vec<u32>,
+    /// Requests each worker sends per level.
+    #[arg(long, conflicts_with = "duration")]
+    pub rounds: Option<u32>,
+    /// Instead of rounds: each worker sends back to back for this long per level.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// witness's own limit on one whole request (connect included).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub timeout: Duration,
+    /// witness's own limit on connecting; default: the smaller of --timeout and 5s.
+    #[arg(long, value_parser = parse_duration)]
+    pub connect_timeout: Option<Duration>,
+    /// Wait after a level before probing health and identity again.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pub settle: Duration,
+    /// The cliff rule: max ok duration at n ≤ n × (per-request max at the lowest level) × factor.
+    #[arg(long, default_value_t = 1.5)]
+    pub factor: f64,
+    /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
+    #[arg(long, value_parser = parse_duration, default_value = "100ms")]
+    pub max_connect_floor: Duration,
+    /// Allow a target that is not a loopback address (a load test aimed at the wrong host is an outage).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Statuses that mean a capacity refusal (counted as rejected, not errors).
+    #[arg(long, value_delimiter = ',', default_value = "429,503")]
+    pub reject_status: Vec<u16>,
+    /// A response body containing this is a capacity refusal; empty to disable.
+    #[arg(long, default_value = "QUEUE_FULL")]
+    pub reject_body: String,
+    /// With a command: how long to wait for health to answer 200 before the first level.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub ready_timeout: Duration,
+    /// witness's own limit on one health probe.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub health_timeout: Duration,
+    /// How often the server's resources are sampled.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub sample_interval: Duration,
+    /// Pass the started server's output through to witness's stderr.
+    #[arg(long)]
+    pub show_output: bool,
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Start the server with this command (after `--`); without it, attach to whatever listens on
+    /// the URL's port.
+    #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 

@@ -872,7 +872,7 @@ mod tests {
         let text = format!("{header}\n{good}\n{{\"t_s\":2.0,\"kind\":\"no");
         let loaded = read_from(text.as_bytes()).unwrap();
         assert_eq!(loaded.records.len(), 1);
-        assert!(loaded.truncated.as_deref().unwrap().contains("line 3"));
+        assert!(loaded.truncated.as_ref().unwrap().contains("line 3"));
         assert!(loaded.is_partial());
     }
 

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod cmd;
 pub mod error;
 pub mod journal;
+pub mod load;
 pub mod report;
 pub mod sample;
 pub mod target;
@@ -15,6 +16,7 @@ pub mod target;
 pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {
     match cli.command {
         cli::Command::Wrap(args) => cmd::wrap::run(args).await,
+        cli::Command::Load(args) => cmd::load::run(*args).await,
         cli::Command::Report(args) => cmd::report::run(args),
     }
 }

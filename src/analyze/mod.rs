@@ -1,8 +1,10 @@
 //! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
+pub mod stats;
 pub mod timeline;
 pub mod timers;
+pub mod verdict;
 
 use serde::Serialize;
 
@@ -75,6 +77,8 @@ pub struct Analysis {
     pub last_status: Option<i32>,
     /// Warnings and errors the run noted.
     pub notes: Vec<(f64, String, String)>,
+    /// The load ladder's levels and verdicts, for `load` runs.
+    pub load: Option<verdict::LoadAnalysis>,
 }
 
 const LIFECYCLE_KINDS: &[&str] = &[
@@ -115,6 +119,18 @@ pub fn analyze(journal: &Loaded) -> Analysis {
             _ => None,
         })
         .collect();
+    let mut suspicions = exit_suspicions(&processes, &settings);
+    let load = settings.load.as_ref().map(|ls| {
+        let named: Vec<(f64, TimerSource)> = settings
+            .timers_s
+            .iter()
+            .map(|&t| (t, TimerSource::Flag))
+            .collect();
+        let (load, more) = verdict::analyze_load(recs, &processes, ls.factor, &named);
+        suspicions.extend(more);
+        load
+    });
+    suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     Analysis {
         mode: journal.header.mode.clone(),
         command: journal.header.command.clone(),
@@ -122,7 +138,8 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         hostname: journal.header.hostname.clone(),
         end_s,
         partial,
-        suspicions: exit_suspicions(&processes, &settings),
+        suspicions,
+        load,
         lifecycle: lifecycle_json(recs),
         timeline: timeline::build(recs, &processes),
         settings,

@@ -1,5 +1,6 @@
 //! One module per subcommand: turn validated arguments into producers, a journal, and views.
 
+pub mod load;
 pub mod report;
 pub mod wrap;
 

@@ -2,6 +2,7 @@
 //! the stream is a terminal.
 
 use super::View;
+use crate::analyze::verdict::{LevelRow, LoadAnalysis};
 use crate::analyze::Analysis;
 
 pub struct Terminal {
@@ -33,9 +34,104 @@ impl Terminal {
 impl View for Terminal {
     fn render(&self, a: &Analysis) -> anyhow::Result<Vec<u8>> {
         let mut o = String::new();
+        if let Some(l) = &a.load {
+            o.push_str(&load_block(self, l));
+        }
         o.push_str(&timeline(self, a));
+        if let Some(l) = &a.load {
+            let sev = if l.verdict == "pass" { "info" } else { "bad" };
+            o.push_str(&self.paint(sev, &format!("verdict: {}\n", l.verdict.to_uppercase())));
+        }
         Ok(o.into_bytes())
     }
+}
+
+/// One line per level, in the seed's spirit.
+pub fn level_line(r: &LevelRow) -> String {
+    let c = &r.counts;
+    let max = r
+        .max_s
+        .map(|m| format!("{m:.2}s"))
+        .unwrap_or_else(|| "-".into());
+    let lat = r
+        .latency
+        .as_ref()
+        .map(|l| format!("  ok p50={:.3}s p99={:.3}s", l.p50, l.p99))
+        .unwrap_or_default();
+    let after = r
+        .health_after
+        .as_ref()
+        .map(|h| h.text())
+        .unwrap_or_else(|| "-".into());
+    let verdict = match r.verdict.as_str() {
+        "pass" => "PASS".to_string(),
+        v => format!("{} ({})", v.to_uppercase(), r.reasons.join("; ")),
+    };
+    if r.verdict == "skipped" {
+        return format!(
+            "{:<3} SKIPPED health_before={}  {}",
+            r.concurrency,
+            r.health_before.text(),
+            r.reasons.join("; ")
+        );
+    }
+    format!(
+        "{:<3} ok={} timeout={} error={} rejected={}  max={max}{lat}  health_after={after}  restarted={}  {verdict}",
+        r.concurrency,
+        c.ok,
+        c.timeout,
+        c.error,
+        c.rejected,
+        if r.restarted { "yes" } else { "no" },
+    )
+}
+
+fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
+    let mut o = String::new();
+    if let Some(f) = &l.floor {
+        let m = f
+            .median_ms
+            .map(|m| format!("{m:.2} ms"))
+            .unwrap_or_else(|| "unmeasurable".into());
+        o.push_str(&format!(
+            "connect floor: {m} to {}:{} (limit {:.0} ms)\n",
+            f.host, f.port, f.limit_ms
+        ));
+        if let Some(a) = &f.advice {
+            o.push_str(&t.paint("warn", &format!("  ! {a}\n")));
+        }
+    }
+    if let Some(r) = &l.refused {
+        o.push_str(&t.paint("bad", &format!("REFUSED: {r}\n")));
+    }
+    if !l.levels.is_empty() {
+        o.push_str("levels:\n");
+    }
+    for r in &l.levels {
+        let sev = if r.verdict == "pass" { "info" } else { "bad" };
+        o.push_str(&t.paint(sev, &level_line(r)));
+        o.push('\n');
+        if let Some(g) = &r.time_to_give_up {
+            o.push_str(&format!(
+                "      failed requests gave up after {:.2}–{:.2}s (time to give up, not latency)\n",
+                g.min, g.max
+            ));
+        }
+        for f in r.failures.iter().take(3) {
+            o.push_str(&format!(
+                "      request {} {} after {:.2}s: {}\n",
+                f.id, f.outcome, f.duration_s, f.annotation
+            ));
+        }
+        let more = (r.counts.timeout + r.counts.error) as usize;
+        if more > 3 {
+            o.push_str(&format!(
+                "      … {} more failed requests in the report\n",
+                more - 3
+            ));
+        }
+    }
+    o
 }
 
 /// The timeline block shared by every mode's terminal output.

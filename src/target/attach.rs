@@ -25,6 +25,18 @@ fn age_of(start_time: u64) -> Option<f64> {
     Some((boot - start_time as f64 / procfs::ticks_per_second() as f64).max(0.0))
 }
 
+fn spawn_event(id: &Identity, attempt: u32) -> Event {
+    Event::Spawn {
+        pid: id.pid,
+        start_time: id.start_time,
+        command: procfs::process::Process::new(id.pid as i32)
+            .and_then(|p| p.cmdline())
+            .unwrap_or_default(),
+        attempt,
+        container_id: None,
+    }
+}
+
 impl Attach {
     pub fn start(port: u16, journal: Journal) -> Self {
         let first = listener_of(port);
@@ -33,6 +45,9 @@ impl Attach {
                 level: "info".into(),
                 text: format!("attached to {id} listening on port {port}"),
             });
+            // It started before witness did: its spawn lies before t=0, which is the truth.
+            let age = age_of(id.start_time).unwrap_or(0.0);
+            journal.emit_at(journal.now_s() - age, spawn_event(id, 0));
         }
         let (tx, current) = watch::channel(first);
         let task = tokio::spawn(async move {
@@ -74,19 +89,8 @@ impl Attach {
                 if let Some(new) = &now {
                     attempt += 1;
                     let age = age_of(new.start_time).unwrap_or(0.0);
-                    journal.emit_at(
-                        t - age.min(t),
-                        Event::Spawn {
-                            pid: new.pid,
-                            start_time: new.start_time,
-                            command: procfs::process::Process::new(new.pid as i32)
-                                .and_then(|p| p.cmdline())
-                                .unwrap_or_default(),
-                            attempt,
-                            container_id: None,
-                        },
-                    );
-                    seen_at = Some((new.clone(), t - age.min(t)));
+                    journal.emit_at(t - age, spawn_event(new, attempt));
+                    seen_at = Some((new.clone(), t - age));
                 }
                 let _ = tx.send(now);
             }

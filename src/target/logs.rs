@@ -22,7 +22,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("watchdog", r"watchdog|force[- ]?exit"),
     (
         "timeout",
-        r"timed out|deadline exceeded|worker timeout|timeout expired|timeout exceeded",
+        r"timed out|deadline exceeded|worker timeout|\btimeouts?\b",
     ),
     (
         "panic",
@@ -43,6 +43,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// Compiled watch patterns.
+#[derive(Debug)]
 pub struct Patterns {
     labels: Vec<String>,
     set: RegexSet,

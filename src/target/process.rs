@@ -246,25 +246,31 @@ async fn supervise(
     let mut stopping: Option<String> = None;
     loop {
         let status = wait_child(&cfg, &journal, &mut run, &mut ctl, &mut stopping).await;
+        let exit_t = journal.now_s();
         super::reaper::forget(run.pid);
         let age = run.spawned.elapsed();
         let info = ExitInfo::from_status(status);
         let requested = stopping.is_some();
-        journal.emit(Event::Exit {
-            pid: run.pid,
-            code: info.code,
-            signal: info.signal_name(),
-            core_dumped: info.core_dumped,
-            age_s: age.as_secs_f64(),
-            status: info.status(),
-            requested,
-            meaning: info.meaning(),
-            oom_killed: None,
-        });
+        // Its last words (a watchdog line) are still in the pipe: read them before journalling the exit.
+        drain_pipes(&run).await;
+        journal.emit_at(
+            exit_t,
+            Event::Exit {
+                pid: run.pid,
+                code: info.code,
+                signal: info.signal_name(),
+                core_dumped: info.core_dumped,
+                age_s: age.as_secs_f64(),
+                status: info.status(),
+                requested,
+                meaning: info.meaning(),
+                oom_killed: None,
+            },
+        );
+        clear_group(&journal, &mut run);
         state.send_replace(State::Down {
             status: info.status(),
         });
-        settle_pipes(&journal, &mut run).await;
         let status = info.status();
 
         let failed = status != 0;
@@ -389,13 +395,18 @@ fn send_group(journal: &Journal, pgid: Pid, sig: Signal, reason: &str) {
     }
 }
 
-/// After an exit: give the pipes a moment to reach EOF; if they don't, a grandchild holds them (a
-/// leak worth saying). Then clear the whole group, so nothing the child started outlives it.
-async fn settle_pipes(journal: &Journal, run: &mut Running) {
+/// After an exit: give the pipes a moment to reach EOF, so the process's last lines are journalled
+/// before its exit.
+async fn drain_pipes(run: &Running) {
     let deadline = Instant::now() + Duration::from_millis(300);
     while Instant::now() < deadline && run.readers.iter().any(|r| !r.is_finished()) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Pipes still open after the drain mean a grandchild holds them (a leak worth saying). Then clear
+/// the whole group, so nothing the child started outlives it.
+fn clear_group(journal: &Journal, run: &mut Running) {
     let open = run.readers.iter().filter(|r| !r.is_finished()).count();
     if open > 0 {
         journal.emit(Event::Leak {

@@ -1,0 +1,88 @@
+//! Latency statistics from HDR histograms: bounded memory however long the run, microsecond
+//! resolution, no cap on long durations (an 85 s "latency" must show as 85 s, not as a clipped max).
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Latency {
+    pub count: u64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub mean: f64,
+    pub max: f64,
+    pub min: f64,
+}
+
+/// A growing summary of durations in seconds.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    hist: Histogram<u64>,
+}
+
+impl Default for Summary {
+    fn default() -> Self {
+        Self {
+            hist: Histogram::new(3).expect("3 significant figures is valid"),
+        }
+    }
+}
+
+impl Summary {
+    pub fn record(&mut self, seconds: f64) {
+        let us = (seconds * 1e6).round().max(1.0) as u64;
+        // Auto-resizing: any duration fits.
+        let _ = self.hist.record(us);
+    }
+
+    pub fn add(&mut self, other: &Summary) {
+        let _ = self.hist.add(&other.hist);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.hist.len()
+    }
+
+    pub fn latency(&self) -> Option<Latency> {
+        if self.hist.is_empty() {
+            return None;
+        }
+        let s = |us: u64| us as f64 / 1e6;
+        Some(Latency {
+            count: self.hist.len(),
+            p50: s(self.hist.value_at_quantile(0.50)),
+            p95: s(self.hist.value_at_quantile(0.95)),
+            p99: s(self.hist.value_at_quantile(0.99)),
+            mean: self.hist.mean() / 1e6,
+            max: s(self.hist.max()),
+            min: s(self.hist.min()),
+        })
+    }
+}
+
+pub fn latency_of(durations: impl IntoIterator<Item = f64>) -> Option<Latency> {
+    let mut s = Summary::default();
+    for d in durations {
+        s.record(d);
+    }
+    s.latency()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_durations_are_not_clipped() {
+        let l = latency_of([0.001, 0.002, 85.0]).unwrap();
+        assert!((l.max - 85.0).abs() < 0.1, "{l:?}");
+        assert_eq!(l.count, 3);
+        assert!((l.p50 - 0.002).abs() < 0.0001);
+    }
+
+    #[test]
+    fn nothing_measured_is_none_not_zero() {
+        assert!(latency_of([]).is_none());
+    }
+}

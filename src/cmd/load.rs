@@ -1,0 +1,368 @@
+//! `witness load`: validate the target (loopback only unless told), start or attach to the server,
+//! measure the connect floor, wait for health, run the ladder, stop, and render the views. Exit codes:
+//! 0 every level passed, 1 a level failed or was skipped, 2 usage, 3 refused to measure.
+
+use std::net::IpAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{HeaderMap, Method, Uri};
+
+use super::{open_journal, process_config, Signals};
+use crate::cli::LoadArgs;
+use crate::error::{refuse, usage};
+use crate::journal::{Event, Journal, LoadSettings, Settings};
+use crate::load::client::{Limits, RequestSpec};
+use crate::load::floor;
+use crate::load::health::Prober;
+use crate::load::ladder::{run_level, LadderConfig};
+use crate::load::outcome::Rejection;
+use crate::report::{self, View};
+use crate::sample::{proc::ProcSampler, spawn_sampling};
+use crate::target::process::{State, Supervisor};
+use crate::target::{attach::Attach, Target};
+
+pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
+    let cfg = ladder_config(&args)?;
+    check_loopback(&cfg.spec.uri, args.allow_remote).await?;
+    check_loopback(&cfg.health, args.allow_remote).await?;
+    let journal = open_journal("load", &args.output)?;
+    journal.emit(Event::Settings(Settings {
+        timers_s: args
+            .supervise
+            .timer
+            .iter()
+            .map(|d| d.as_secs_f64())
+            .collect(),
+        load: Some(LoadSettings {
+            url: cfg.spec.uri.to_string(),
+            method: cfg.spec.method.to_string(),
+            levels: cfg.levels.clone(),
+            timeout_s: cfg.limits.whole.as_secs_f64(),
+            connect_timeout_s: cfg.limits.connect.as_secs_f64(),
+            settle_s: cfg.settle.as_secs_f64(),
+            factor: args.factor,
+            rounds: args.duration.is_none().then_some(cfg.rounds),
+            duration_s: args.duration.map(|d| d.as_secs_f64()),
+        }),
+        extra: serde_json::Value::Null,
+    }));
+    let prober = Prober::new(cfg.health.clone(), args.health_timeout);
+
+    // The target: our own child, or whatever listens on the URL's port.
+    let target = if args.command.is_empty() {
+        let port = cfg.spec.uri.port_u16().unwrap_or(80);
+        Target::Attach(Attach::start(port, journal.clone()))
+    } else {
+        let pcfg = process_config(&args.supervise, args.command.clone(), args.show_output)?;
+        match Supervisor::start(pcfg, journal.clone()).await {
+            Ok(s) => Target::Process(s),
+            Err(e) => {
+                journal.emit(Event::Note {
+                    level: "refused".into(),
+                    text: format!("{e:#}"),
+                });
+                finish(&journal, &args, "the server could not be started", true)?;
+                return Err(refuse(format!("{e:#}")));
+            }
+        }
+    };
+    let sampling = spawn_sampling(
+        vec![Box::new(ProcSampler::new(target.pid_source()))],
+        journal.clone(),
+        args.sample_interval,
+    );
+
+    let mut signals = Signals::install()?;
+    let result = {
+        let body = measure(&args, &cfg, &target, &prober, &journal);
+        tokio::pin!(body);
+        tokio::select! {
+            r = &mut body => r,
+            sig = signals.recv() => Err(Stop::Interrupted(sig.as_str().to_string())),
+        }
+    };
+    sampling.stop().await;
+    target.stop("the load run is over").await?;
+    match result {
+        Ok(()) => {
+            let a = finish(&journal, &args, "every level ran", false)?;
+            Ok(match a.load.as_ref().map(|l| l.verdict.as_str()) {
+                Some("pass") => 0,
+                _ => 1,
+            })
+        }
+        Err(Stop::Refused(why)) => {
+            finish(&journal, &args, &format!("refused: {why}"), false)?;
+            Err(refuse(why))
+        }
+        Err(Stop::Interrupted(sig)) => {
+            finish(&journal, &args, &format!("interrupted by {sig}"), true)?;
+            Ok(130)
+        }
+    }
+}
+
+enum Stop {
+    Refused(String),
+    Interrupted(String),
+}
+
+/// Everything between start and stop: ready, floor, levels.
+async fn measure(
+    args: &LoadArgs,
+    cfg: &LadderConfig,
+    target: &Target,
+    prober: &Prober,
+    journal: &Journal,
+) -> Result<(), Stop> {
+    if let Target::Process(sup) = target {
+        wait_ready(sup, prober, journal, args.ready_timeout).await?;
+    }
+    let f = floor::measure(&cfg.spec.uri, args.max_connect_floor).await;
+    let limit_ms = args.max_connect_floor.as_secs_f64() * 1000.0;
+    journal.emit(Event::ConnectFloor {
+        host: f.host.clone(),
+        port: f.port,
+        addrs: f.addrs.clone(),
+        median_ms: f.median_ms,
+        limit_ms,
+        advice: f.advice.clone(),
+    });
+    let refuse_with = |why: String| {
+        journal.emit(Event::Note {
+            level: "refused".into(),
+            text: why.clone(),
+        });
+        Err(Stop::Refused(why))
+    };
+    match f.median_ms {
+        Some(m) if m > limit_ms => {
+            let mut why = format!(
+                "the connect floor to {}:{} is {m:.1} ms (median of plain TCP connects), over --max-connect-floor {limit_ms:.0} ms: every latency would carry the harness's own connect cost",
+                f.host, f.port
+            );
+            if let Some(a) = &f.advice {
+                why.push_str(&format!(". {a}"));
+            }
+            return refuse_with(why);
+        }
+        None => {
+            let mut why = format!(
+                "no TCP connect to {}:{} succeeded: nothing to measure (is the server listening there?)",
+                f.host, f.port
+            );
+            if let Some(a) = &f.advice {
+                why.push_str(&format!(". {a}"));
+            }
+            return refuse_with(why);
+        }
+        Some(m) => eprintln!(
+            "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
+            f.host, f.port
+        ),
+    }
+    let ids = Arc::new(AtomicU64::new(0));
+    for (index, &n) in cfg.levels.iter().enumerate() {
+        run_level(cfg, index as u32, n, target, prober, journal, &ids).await;
+        if let Some(line) = level_line(journal, index as u32) {
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the started server answers 200, journalled as time-to-ready.
+async fn wait_ready(
+    sup: &Supervisor,
+    prober: &Prober,
+    journal: &Journal,
+    limit: Duration,
+) -> Result<(), Stop> {
+    let start = Instant::now();
+    let mut state = sup.state();
+    loop {
+        let p = prober.probe().await;
+        if p.healthy() {
+            journal.emit(Event::Ready {
+                ok: true,
+                waited_s: start.elapsed().as_secs_f64(),
+                url: prober.url.to_string(),
+                detail: None,
+            });
+            return Ok(());
+        }
+        let gone = matches!(&*state.borrow_and_update(), State::Finished { .. });
+        if gone || start.elapsed() >= limit {
+            let detail = if gone {
+                "the server exited before it was ready".to_string()
+            } else {
+                format!(
+                    "health was {} after --ready-timeout {}",
+                    p.text(),
+                    crate::journal::secs(limit.as_secs_f64())
+                )
+            };
+            journal.emit(Event::Ready {
+                ok: false,
+                waited_s: start.elapsed().as_secs_f64(),
+                url: prober.url.to_string(),
+                detail: Some(detail.clone()),
+            });
+            journal.emit(Event::Note {
+                level: "refused".into(),
+                text: format!("the server never became ready: {detail}"),
+            });
+            return Err(Stop::Refused(format!(
+                "the server never became ready at {}: {detail}",
+                prober.url
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The per-level terminal line, from the analysis of the journal so far.
+fn level_line(journal: &Journal, index: u32) -> Option<String> {
+    journal.flush().ok()?;
+    let loaded = crate::journal::read(journal.path()).ok()?;
+    let a = crate::analyze::analyze(&loaded);
+    let row = a.load?.levels.into_iter().find(|l| l.index == index)?;
+    Some(report::terminal::level_line(&row))
+}
+
+fn finish(
+    journal: &Journal,
+    args: &LoadArgs,
+    reason: &str,
+    partial: bool,
+) -> anyhow::Result<crate::analyze::Analysis> {
+    journal.emit(Event::End {
+        reason: reason.into(),
+        partial,
+        exit_code: None,
+    });
+    journal.flush()?;
+    let loaded = crate::journal::read(journal.path())?;
+    let analysis = crate::analyze::analyze(&loaded);
+    let term = report::terminal::Terminal::for_stderr();
+    eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
+    eprintln!("witness: journal: {}", journal.path().display());
+    if let Some(p) = &args.output.report {
+        report::write_file(&report::json::Json, &analysis, p, "--report")?;
+    }
+    Ok(analysis)
+}
+
+fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
+    let uri: Uri = a
+        .url
+        .parse()
+        .map_err(|e| usage(format!("--url {:?} is not a URL: {e}", a.url)))?;
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        return Err(usage(format!(
+            "--url {:?} must be an http:// URL with a host (https is not supported yet)",
+            a.url
+        )));
+    }
+    let health: Uri = match &a.health_url {
+        Some(h) => h
+            .parse()
+            .map_err(|e| usage(format!("--health-url {h:?} is not a URL: {e}")))?,
+        None => format!(
+            "http://{}/health",
+            uri.authority().map(|x| x.as_str()).unwrap_or("")
+        )
+        .parse()
+        .map_err(|e| usage(format!("could not derive the health URL from --url: {e}")))?,
+    };
+    let method = Method::from_bytes(a.method.to_ascii_uppercase().as_bytes())
+        .map_err(|_| usage(format!("--method {:?} is not an HTTP method", a.method)))?;
+    let body = match a.body.strip_prefix('@') {
+        Some(path) => Bytes::from(
+            std::fs::read(path)
+                .map_err(|e| usage(format!("--body @{path}: could not read the file: {e}")))?,
+        ),
+        None => Bytes::from(a.body.clone()),
+    };
+    let mut headers = HeaderMap::new();
+    for h in &a.header {
+        let (k, v) = h
+            .split_once(':')
+            .ok_or_else(|| usage(format!("--header {h:?} must look like 'Name: value'")))?;
+        let name = HeaderName::from_bytes(k.trim().as_bytes()).map_err(|_| {
+            usage(format!(
+                "--header {h:?}: {:?} is not a header name",
+                k.trim()
+            ))
+        })?;
+        let value = HeaderValue::from_str(v.trim()).map_err(|_| {
+            usage(format!(
+                "--header {h:?}: the value has characters a header cannot carry"
+            ))
+        })?;
+        headers.append(name, value);
+    }
+    if a.levels.is_empty() || a.levels.contains(&0) {
+        return Err(usage("--levels must be positive concurrencies, e.g. 1,4,8"));
+    }
+    if a.factor <= 0.0 || !a.factor.is_finite() {
+        return Err(usage("--factor must be a positive number, e.g. 1.5"));
+    }
+    if a.rounds == Some(0) {
+        return Err(usage("--rounds must be at least 1"));
+    }
+    if a.timeout.is_zero() {
+        return Err(usage("--timeout must be more than zero"));
+    }
+    Ok(LadderConfig {
+        spec: RequestSpec {
+            method,
+            uri,
+            headers,
+            body,
+        },
+        health,
+        levels: a.levels.clone(),
+        rounds: a.rounds.unwrap_or(1),
+        duration: a.duration,
+        limits: Limits {
+            connect: a
+                .connect_timeout
+                .unwrap_or(a.timeout.min(Duration::from_secs(5))),
+            whole: a.timeout,
+        },
+        settle: a.settle,
+        rejection: Rejection {
+            statuses: a.reject_status.clone(),
+            body_marker: (!a.reject_body.is_empty()).then(|| a.reject_body.clone()),
+        },
+    })
+}
+
+/// A load test aimed at the wrong host is an outage: loopback only, unless --allow-remote.
+pub async fn check_loopback(uri: &Uri, allow_remote: bool) -> anyhow::Result<()> {
+    if allow_remote {
+        return Ok(());
+    }
+    let host = uri.host().unwrap_or("").trim_matches(['[', ']']);
+    let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => tokio::net::lookup_host((host, uri.port_u16().unwrap_or(80)))
+            .await
+            .map(|a| a.map(|s| s.ip()).collect())
+            .map_err(|e| usage(format!("could not resolve {host:?} in {uri}: {e}")))?,
+    };
+    if let Some(bad) = addrs.iter().find(|ip| !ip.is_loopback()) {
+        return Err(usage(format!(
+            "refusing to send load to {uri}: {host} is {bad}, not a loopback address. A load test aimed at the wrong host is an outage; pass --allow-remote if you mean it"
+        )));
+    }
+    if addrs.is_empty() {
+        return Err(usage(format!("{host:?} in {uri} resolves to no address")));
+    }
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! The connect floor: before any level, time plain TCP connects to the target, through the very
+//! connector the load client uses. If the median exceeds `--max-connect-floor`, every latency would
+//! carry the harness's own connect cost (the seed's `localhost` → ::1 first, ~2 s per request), so
+//! witness refuses to run. For a host name, every resolved address is timed too, to name the fix.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use hyper::Uri;
+use tower_service::Service;
+
+use crate::journal::AddrFloor;
+
+pub const ATTEMPTS: u32 = 20;
+const PER_ADDR_ATTEMPTS: u32 = 5;
+
+/// What the floor measurement found.
+#[derive(Clone, Debug)]
+pub struct Floor {
+    pub host: String,
+    pub port: u16,
+    /// Median connect time as the client connects (resolution order, its fallbacks), over all
+    /// attempts; a timed-out attempt counts as its limit, so a stall cannot hide.
+    pub median_ms: Option<f64>,
+    pub addrs: Vec<AddrFloor>,
+    pub advice: Option<String>,
+}
+
+/// Per-connect limit: generous next to the floor allowed, but bounded so a stalled listener is
+/// detected in seconds.
+pub fn attempt_limit(max_floor: Duration) -> Duration {
+    (max_floor * 5).clamp(Duration::from_millis(500), Duration::from_secs(2))
+}
+
+pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
+    let host = uri
+        .host()
+        .unwrap_or("")
+        .trim_matches(['[', ']'])
+        .to_string();
+    let port = uri.port_u16().unwrap_or(80);
+    let limit = attempt_limit(max_floor);
+    // As the client connects: the same connector, the same resolution and fallback.
+    let mut conn = super::client::connector(limit);
+    let origin: Uri = format!("http://{}:{port}/", uri.host().unwrap_or(""))
+        .parse()
+        .unwrap_or_else(|_| uri.clone());
+    let mut times = Vec::new();
+    let mut failed = 0u32;
+    for _ in 0..ATTEMPTS {
+        let t = Instant::now();
+        let res = tokio::time::timeout(limit, conn.call(origin.clone())).await;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        match res {
+            Ok(Ok(_)) => times.push(ms),
+            Ok(Err(_)) if ms < limit.as_secs_f64() * 1000.0 * 0.9 => {
+                // Refused at once: measures nothing about the floor.
+                failed += 1;
+            }
+            _ => {
+                // Stalled: it cost at least its limit, and the median must show it.
+                failed += 1;
+                times.push(ms.max(limit.as_secs_f64() * 1000.0));
+            }
+        }
+        // More than half failed: the median is already decided.
+        if failed > ATTEMPTS / 2 {
+            break;
+        }
+    }
+    let median_ms = (!times.is_empty()).then(|| median(&mut times));
+
+    let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map(|a| a.collect())
+        .unwrap_or_default();
+    let mut addrs = Vec::new();
+    for a in &resolved {
+        addrs.push(time_addr(*a, limit).await);
+    }
+    let advice = advise(&host, port, &addrs, max_floor);
+    Floor {
+        host,
+        port,
+        median_ms,
+        addrs,
+        advice,
+    }
+}
+
+async fn time_addr(addr: SocketAddr, limit: Duration) -> AddrFloor {
+    let mut times = Vec::new();
+    let mut failures = 0;
+    let mut error = None;
+    for _ in 0..PER_ADDR_ATTEMPTS {
+        let t = Instant::now();
+        match tokio::time::timeout(limit, tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(_)) => times.push(t.elapsed().as_secs_f64() * 1000.0),
+            Ok(Err(e)) => {
+                failures += 1;
+                error = Some(match e.kind() {
+                    std::io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+                    _ => e.to_string(),
+                });
+            }
+            Err(_) => {
+                failures += 1;
+                error = Some(format!("no answer within {} ms", limit.as_millis()));
+                break;
+            }
+        }
+    }
+    AddrFloor {
+        addr: addr.to_string(),
+        median_ms: (!times.is_empty()).then(|| median(&mut times)),
+        attempts: times.len() as u32 + failures,
+        failures,
+        error,
+    }
+}
+
+/// If the address the system tries first is slow or refused while another answers quickly, say so and
+/// name the fix.
+pub fn advise(host: &str, port: u16, addrs: &[AddrFloor], max_floor: Duration) -> Option<String> {
+    let first = addrs.first()?;
+    let limit_ms = max_floor.as_secs_f64() * 1000.0;
+    let fast = addrs
+        .iter()
+        .skip(1)
+        .find(|a| a.failures == 0 && a.median_ms.is_some_and(|m| m <= limit_ms))?;
+    let first_bad = first.failures > 0 || first.median_ms.is_none_or(|m| m > limit_ms);
+    if !first_bad {
+        return None;
+    }
+    let what = match (&first.error, first.median_ms) {
+        (Some(e), _) => e.clone(),
+        (None, Some(m)) => format!("{m:.1} ms per connect"),
+        (None, None) => "no answer".into(),
+    };
+    let ip = fast
+        .addr
+        .rsplit_once(':')
+        .map(|(h, _)| h)
+        .unwrap_or(&fast.addr);
+    let first_ip = first
+        .addr
+        .rsplit_once(':')
+        .map(|(h, _)| h)
+        .unwrap_or(&first.addr);
+    Some(format!(
+        "{host} resolves to {first_ip} first ({what}) while {ip} answers in {:.1} ms; use http://{ip}:{port}",
+        fast.median_ms.unwrap_or(0.0)
+    ))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(a: &str, median: Option<f64>, failures: u32, error: Option<&str>) -> AddrFloor {
+        AddrFloor {
+            addr: a.into(),
+            median_ms: median,
+            attempts: 5,
+            failures,
+            error: error.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn localhost_resolving_to_a_dead_ipv6_first_names_the_fix() {
+        let a = [
+            addr("[::1]:8000", None, 5, Some("no answer within 500 ms")),
+            addr("127.0.0.1:8000", Some(0.1), 0, None),
+        ];
+        let advice = advise("localhost", 8000, &a, Duration::from_millis(100)).unwrap();
+        assert!(
+            advice.contains("localhost resolves to [::1] first"),
+            "{advice}"
+        );
+        assert!(advice.contains("use http://127.0.0.1:8000"), "{advice}");
+    }
+
+    #[test]
+    fn no_advice_when_the_first_address_is_fine() {
+        let a = [
+            addr("127.0.0.1:8000", Some(0.1), 0, None),
+            addr("[::1]:8000", None, 5, Some("connection refused")),
+        ];
+        assert!(advise("localhost", 8000, &a, Duration::from_millis(100)).is_none());
+    }
+
+    #[test]
+    fn the_median_is_the_middle() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

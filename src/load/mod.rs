@@ -1,0 +1,8 @@
+//! The load driver: the hyper client and outcome classification, health probes, the connect floor,
+//! and the concurrency ladder.
+
+pub mod client;
+pub mod floor;
+pub mod health;
+pub mod ladder;
+pub mod outcome;

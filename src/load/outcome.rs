@@ -1,0 +1,88 @@
+//! Classifying a response: ok below 400; a capacity refusal (429, 503, or a body naming QUEUE_FULL —
+//! configurable) is `rejected`, correct behaviour counted apart; any other 4xx/5xx is an HTTP error
+//! with its status kept.
+
+use crate::journal::{ErrorKind, Outcome};
+
+/// What counts as a capacity refusal.
+#[derive(Clone, Debug)]
+pub struct Rejection {
+    pub statuses: Vec<u16>,
+    /// A body containing this marks a refusal whatever the status.
+    pub body_marker: Option<String>,
+}
+
+impl Default for Rejection {
+    fn default() -> Self {
+        Self {
+            statuses: vec![429, 503],
+            body_marker: Some("QUEUE_FULL".into()),
+        }
+    }
+}
+
+/// Only this much of a body is searched for the refusal marker.
+const SCAN: usize = 64 * 1024;
+
+pub fn classify_response(status: u16, body: &[u8], rej: &Rejection) -> Outcome {
+    if rej.statuses.contains(&status) {
+        return Outcome::Rejected {
+            status: Some(status),
+            reason: format!("HTTP {status}"),
+        };
+    }
+    if let Some(m) = &rej.body_marker {
+        let head = &body[..body.len().min(SCAN)];
+        if !m.is_empty() && head.windows(m.len()).any(|w| w == m.as_bytes()) {
+            return Outcome::Rejected {
+                status: Some(status),
+                reason: format!("body names {m}"),
+            };
+        }
+    }
+    match status {
+        s if s < 400 => Outcome::Ok,
+        s if s < 500 => Outcome::Error {
+            error: ErrorKind::Http4xx,
+            status: Some(s),
+        },
+        s => Outcome::Error {
+            error: ErrorKind::Http5xx,
+            status: Some(s),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_refusals_are_rejected_not_errors() {
+        let r = Rejection::default();
+        assert_eq!(classify_response(429, b"", &r).label(), "rejected");
+        assert_eq!(classify_response(503, b"", &r).label(), "rejected");
+        assert_eq!(
+            classify_response(500, br#"{"error":"QUEUE_FULL"}"#, &r).label(),
+            "rejected"
+        );
+        assert_eq!(classify_response(200, b"ok", &r), Outcome::Ok);
+        assert_eq!(
+            classify_response(502, b"bad gateway", &r),
+            Outcome::Error {
+                error: ErrorKind::Http5xx,
+                status: Some(502)
+            }
+        );
+        assert_eq!(classify_response(404, b"", &r).label(), "error");
+    }
+
+    #[test]
+    fn the_refusal_rules_are_configurable() {
+        let r = Rejection {
+            statuses: vec![],
+            body_marker: None,
+        };
+        assert_eq!(classify_response(429, b"", &r).label(), "error");
+    }
+}

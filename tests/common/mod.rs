@@ -1,0 +1,157 @@
+//! Shared helpers for the integration tests: the real witness binary, the real example servers
+//! (built by `cargo test` from examples/), fresh loopback ports, and bounded waits.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn witness() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_witness"))
+}
+
+/// The example HTTP server (examples/toy_server.rs), built with the tests.
+pub fn toy() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_toy_server"))
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "witness-it-{tag}-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos() ^ rand_u64()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn rand_u64() -> u128 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    h.finish() as u128
+}
+
+/// Runs to completion, killing it (and failing) past `limit`.
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_bounded(child, limit)
+}
+
+pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for a condition with a deadline; panics naming what it waited for.
+pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+/// Every line of a journal, parsed.
+pub fn journal_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad journal line {l:?}: {e}")))
+        .collect()
+}
+
+pub fn alive(pid: i32) -> bool {
+    // Signal 0 probes; a zombie still "exists", so read its state too.
+    let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = st
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .next();
+    !st.is_empty() && state != Some("Z") && state != Some("X")
+}
+
+/// A server started by the test itself (attach mode), killed with its process group on drop.
+pub struct Bg(pub Child);
+
+impl Bg {
+    pub fn start(cmd: &mut Command) -> Self {
+        use std::os::unix::process::CommandExt;
+        Bg(cmd
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn background server"))
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        unsafe {
+            libc_kill(-(self.0.id() as i32), 9);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+pub fn kill(pid: i32, sig: i32) {
+    unsafe {
+        libc_kill(pid, sig);
+    }
+}
+
+/// Waits until something answers on the port.
+pub fn wait_listening(port: u16) {
+    wait_until(
+        &format!("a listener on port {port}"),
+        Duration::from_secs(10),
+        || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    );
+}

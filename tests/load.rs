@@ -1,0 +1,337 @@
+//! `witness load` against the example servers: the seed's two tables, a healthy line, capacity
+//! refusals, a stalled listener, and a remote target refused.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+fn load(args: &[&str], report: &std::path::Path) -> std::process::Output {
+    run_bounded(
+        Command::new(witness())
+            .arg("load")
+            .args(args)
+            .arg("--report")
+            .arg(report),
+        Duration::from_secs(90),
+    )
+}
+
+fn levels(report: &serde_json::Value) -> &Vec<serde_json::Value> {
+    report["levels"].as_array().expect("levels")
+}
+
+#[test]
+fn a_server_that_never_answers_fails_every_level_with_timeouts_in_bounded_time() {
+    let dir = tempdir("hang");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/call");
+    let out = run_bounded(
+        Command::new(witness())
+            .args([
+                "load",
+                "--url",
+                &url,
+                "--timeout",
+                "1s",
+                "--settle",
+                "200ms",
+                "--report",
+            ])
+            .arg(&r)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port, "--call", "hang"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&r);
+    assert_eq!(report["verdict"], "fail");
+    let lv = levels(&report);
+    assert_eq!(lv.len(), 3);
+    for (l, n) in lv.iter().zip([1, 4, 8]) {
+        assert_eq!(l["concurrency"], n);
+        assert_eq!(l["verdict"], "fail");
+        assert_eq!(l["counts"]["timeout"], n);
+        assert_eq!(l["counts"]["ok"], 0);
+        assert_eq!(l["health_after"], 200);
+        assert_eq!(l["restarted"], false);
+        // A timeout's duration never becomes latency.
+        assert!(l["latency"].is_null());
+        assert!(l["failures"][0]["annotation"]
+            .as_str()
+            .unwrap()
+            .contains("witness's own 1s whole-request limit"));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("8   ok=0 timeout=8 error=0 rejected=0"),
+        "{stdout}"
+    );
+}
+
+fn seed_table_checks(report: &serde_json::Value) {
+    let lv = levels(report);
+    assert_eq!(lv[0]["verdict"], "pass", "{:#}", lv[0]);
+    assert_eq!(lv[0]["restarted"], false);
+    for l in &lv[1..] {
+        assert_eq!(l["verdict"], "fail", "{l:#}");
+        assert_eq!(l["restarted"], true, "{l:#}");
+        assert_eq!(
+            l["health_after"], 200,
+            "health after looks fine: only restarted tells"
+        );
+        assert_ne!(l["identity_before"], l["identity_after"]);
+        assert!(l["reasons"][0] == "restarted");
+    }
+}
+
+#[test]
+fn the_seed_table_attached_to_a_server_kept_alive_by_a_supervisor_loop() {
+    let dir = tempdir("seed-attach");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let _server = Bg::start(
+        Command::new(repo().join("wrappers/supervise-loop"))
+            .arg(toy())
+            .args([
+                "--port",
+                &port,
+                "--call",
+                "lock:500ms",
+                "--watchdog",
+                "2500ms",
+            ]),
+    );
+    wait_listening(port.parse().unwrap());
+    let url = format!("http://127.0.0.1:{port}/call");
+    let out = load(&["--url", &url, "--settle", "500ms"], &r);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&r);
+    seed_table_checks(&report);
+    // Exits seen from outside are journalled, with the age the process reached.
+    let exits: Vec<_> = report["lifecycle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "exit")
+        .collect();
+    assert!(!exits.is_empty());
+    let age = exits[0]["age_s"].as_f64().unwrap();
+    assert!((2.3..3.0).contains(&age), "age {age}");
+}
+
+#[test]
+fn the_seed_table_with_witness_supervising_shows_the_watchdog_and_the_suspicion() {
+    let dir = tempdir("seed-own");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/call");
+    let out = run_bounded(
+        Command::new(witness())
+            .args([
+                "load",
+                "--url",
+                &url,
+                "--settle",
+                "500ms",
+                "--restart",
+                "always",
+                "--backoff",
+                "100ms",
+                "--report",
+            ])
+            .arg(&r)
+            .arg("--")
+            .arg(toy())
+            .args([
+                "--port",
+                &port,
+                "--call",
+                "lock:500ms",
+                "--watchdog",
+                "2500ms",
+            ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&r);
+    seed_table_checks(&report);
+    let lifecycle = report["lifecycle"].as_array().unwrap();
+    assert!(lifecycle
+        .iter()
+        .any(|e| e["kind"] == "exit" && e["code"] == 124 && e["requested"] == false));
+    assert!(lifecycle.iter().any(|e| e["kind"] == "log"
+        && e["label"] == "watchdog"
+        && e["line"]
+            .as_str()
+            .unwrap()
+            .contains("force-exiting after 2500ms")));
+    let s = report["suspicions"].as_array().unwrap();
+    assert!(
+        s.iter()
+            .any(|s| s["subject"] == "process_exit" && s["timer_s"] == 2.5),
+        "{s:#?}"
+    );
+    // The failed requests are correlated with the exit.
+    let failure = &levels(&report)[1]["failures"][0]["annotation"];
+    assert!(
+        failure
+            .as_str()
+            .unwrap()
+            .contains("exited with 124 (after log line '[oi] process watchdog"),
+        "{failure}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("a timer armed at process start?"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_healthy_lock_serialised_server_passes_every_level() {
+    let dir = tempdir("line");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/call");
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["load", "--url", &url, "--settle", "100ms", "--report"])
+            .arg(&r)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port, "--call", "lock:200ms"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&r);
+    assert_eq!(report["verdict"], "pass");
+    for l in levels(&report) {
+        assert_eq!(l["verdict"], "pass");
+        let n = l["concurrency"].as_f64().unwrap();
+        let max = l["latency"]["max"].as_f64().unwrap();
+        // Serialised: the last of n waits for the n-1 before it. A line, not a cliff.
+        assert!(
+            max > 0.2 * n * 0.9 && max < 0.2 * n * 1.5,
+            "n={n} max={max}"
+        );
+    }
+    assert!(report["connect_floor_ms"].as_f64().unwrap() < 100.0);
+}
+
+#[test]
+fn capacity_refusals_are_rejected_not_errors() {
+    let dir = tempdir("cap");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/call");
+    let out = run_bounded(
+        Command::new(witness())
+            .args([
+                "load", "--url", &url, "--levels", "8", "--rounds", "2", "--settle", "100ms",
+                "--report",
+            ])
+            .arg(&r)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port, "--call", "sleep:300ms", "--capacity", "2"]),
+        Duration::from_secs(60),
+    );
+    let report = json(&r);
+    let l = &levels(&report)[0];
+    assert!(l["counts"]["rejected"].as_u64().unwrap() >= 6, "{l:#}");
+    assert_eq!(l["counts"]["error"], 0);
+    assert_eq!(
+        l["verdict"], "pass",
+        "refusing unsafe work is correct behaviour"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_listener_whose_connects_stall_is_refused_with_the_floor_printed() {
+    let dir = tempdir("stall");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let _server = Bg::start(Command::new(toy()).args(["--port", &port, "--never-accept"]));
+    wait_until("the stalled listener", Duration::from_secs(10), || {
+        witness::target::listener_of(port.parse().unwrap()).is_some()
+    });
+    let url = format!("http://127.0.0.1:{port}/call");
+    let out = load(&["--url", &url], &r);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the connect floor to 127.0.0.1"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("over --max-connect-floor 100 ms"),
+        "{stderr}"
+    );
+    let report = json(&r);
+    assert_eq!(report["verdict"], "refused");
+    assert!(report["connect_floor_ms"].as_f64().unwrap() > 100.0);
+    assert!(levels(&report).is_empty(), "no level was measured");
+}
+
+#[test]
+fn a_remote_address_is_refused_before_any_request() {
+    let dir = tempdir("remote");
+    let r = dir.join("r.json");
+    // 192.0.2.0/24 is TEST-NET-1: documentation only, never routed.
+    let out = load(&["--url", "http://192.0.2.10:8080/call"], &r);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+    assert!(!r.exists(), "nothing was run, so nothing was reported");
+}
+
+#[test]
+fn localhost_resolving_to_an_unused_ipv6_first_is_named_with_the_fix() {
+    let dir = tempdir("localhost");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let resolves_v6_first = std::net::ToSocketAddrs::to_socket_addrs(&("localhost", 80))
+        .map(|mut a| a.next().is_some_and(|a| a.is_ipv6()))
+        .unwrap_or(false);
+    let url = format!("http://localhost:{port}/call");
+    let out = run_bounded(
+        Command::new(witness())
+            .args([
+                "load", "--url", &url, "--levels", "1", "--settle", "0s", "--report",
+            ])
+            .arg(&r)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port]),
+        Duration::from_secs(30),
+    );
+    let report = json(&r);
+    let advice = &report["connect_floor"]["advice"];
+    if resolves_v6_first {
+        let a = advice
+            .as_str()
+            .expect("advice when ::1 comes first and refuses");
+        assert!(a.contains("localhost resolves to ::1 first"), "{a}");
+        assert!(a.contains(&format!("use http://127.0.0.1:{port}")), "{a}");
+    } else {
+        assert!(advice.is_null(), "127.0.0.1 first: nothing to advise");
+    }
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -1,0 +1,290 @@
+//! `witness wrap` against real children: exit meanings, watchdog lines, timer suspicions, restarts,
+//! signal forwarding, kill -9 of witness, and transparency of the output.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn lifecycle_of<'a>(report: &'a serde_json::Value, kind: &str) -> Vec<&'a serde_json::Value> {
+    report["lifecycle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .collect()
+}
+
+#[test]
+fn a_watchdog_exit_124_is_labelled_explained_and_suspected() {
+    let dir = tempdir("wd");
+    let (j, r) = (dir.join("j.jsonl"), dir.join("r.json"));
+    let port = free_port();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["wrap", "--journal"])
+            .arg(&j)
+            .arg("--report")
+            .arg(&r)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port.to_string(), "--watchdog", "3s"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(124),
+        "witness exits with the child's code"
+    );
+    let report = json(&r);
+    let logs = lifecycle_of(&report, "log");
+    assert_eq!(logs.len(), 1, "{report:#}");
+    assert_eq!(logs[0]["label"], "watchdog");
+    assert!(logs[0]["line"]
+        .as_str()
+        .unwrap()
+        .contains("process watchdog: force-exiting after 3s"));
+    let exits = lifecycle_of(&report, "exit");
+    assert_eq!(exits[0]["code"], 124);
+    assert!(exits[0]["signal"].is_null());
+    assert!(exits[0]["meaning"]
+        .as_str()
+        .unwrap()
+        .contains("timeout or watchdog"));
+    let age = exits[0]["age_s"].as_f64().unwrap();
+    assert!((2.9..3.6).contains(&age), "age {age}");
+    let s = &report["suspicions"][0];
+    assert_eq!(s["kind"], "round_timer");
+    assert_eq!(s["subject"], "process_exit");
+    assert_eq!(s["timer_s"], 3.0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("at the 3s timer named in its log line"),
+        "{stderr}"
+    );
+    // The journal is the same story, line by line.
+    let lines = journal_lines(&j);
+    assert_eq!(lines[0]["kind"], "header");
+    assert!(lines
+        .iter()
+        .any(|l| l["kind"] == "exit" && l["code"] == 124));
+}
+
+#[test]
+fn death_by_sigalrm_is_named_and_exits_142() {
+    let dir = tempdir("alrm");
+    let r = dir.join("r.json");
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["wrap", "--report"])
+            .arg(&r)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &free_port().to_string(), "--alarm", "2"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(142));
+    let report = json(&r);
+    let exit = lifecycle_of(&report, "exit")[0];
+    assert_eq!(exit["signal"], "SIGALRM");
+    assert!(exit["code"].is_null());
+    assert!(
+        lifecycle_of(&report, "log").is_empty(),
+        "no log line was printed"
+    );
+    assert_eq!(report["suspicions"][0]["timer_s"], 2.0);
+    assert_eq!(report["suspicions"][0]["timer_source"], "round");
+}
+
+#[test]
+fn restart_always_counts_restarts_and_backs_off() {
+    let dir = tempdir("restart");
+    let r = dir.join("r.json");
+    let out = run_bounded(
+        Command::new(witness())
+            .args([
+                "wrap",
+                "--restart",
+                "always",
+                "--max-restarts",
+                "3",
+                "--backoff",
+                "200ms",
+                "--report",
+            ])
+            .arg(&r)
+            .args(["--", "sh", "-c", "sleep 1; exit 3"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let report = json(&r);
+    assert_eq!(report["restarts"], 3);
+    let spawns: Vec<f64> = lifecycle_of(&report, "spawn")
+        .iter()
+        .map(|e| e["t_s"].as_f64().unwrap())
+        .collect();
+    let exits: Vec<f64> = lifecycle_of(&report, "exit")
+        .iter()
+        .map(|e| e["t_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!((spawns.len(), exits.len()), (4, 4));
+    // The wait between an exit and the next spawn doubles: 0.2 s, 0.4 s, 0.8 s.
+    let gaps: Vec<f64> = (0..3).map(|i| spawns[i + 1] - exits[i]).collect();
+    assert!((0.15..0.45).contains(&gaps[0]), "{gaps:?}");
+    assert!(
+        gaps[1] > gaps[0] * 1.5 && gaps[2] > gaps[1] * 1.5,
+        "{gaps:?}"
+    );
+}
+
+#[test]
+fn sigterm_to_witness_is_forwarded_and_no_grandchild_survives() {
+    let dir = tempdir("term");
+    let pidfile = dir.join("grandchild.pid");
+    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let child = Command::new(witness())
+        .args(["wrap", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the grandchild's pid", Duration::from_secs(10), || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let grandchild: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(grandchild));
+    kill(child.id() as i32, 15);
+    let out = wait_bounded(child, Duration::from_secs(15));
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until("the grandchild to be gone", Duration::from_secs(2), || {
+        !alive(grandchild)
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sent SIGTERM to process group"), "{stderr}");
+}
+
+#[test]
+fn kill_9_of_witness_takes_the_child_down_and_the_journal_still_parses() {
+    let dir = tempdir("kill9");
+    let j = dir.join("j.jsonl");
+    let port = free_port();
+    let child = Command::new(witness())
+        .args(["wrap", "--journal"])
+        .arg(&j)
+        .arg("--")
+        .arg(toy())
+        .args(["--port", &port.to_string(), "--access-log"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(port);
+    let server = journal_lines(&j)
+        .iter()
+        .find(|l| l["kind"] == "spawn")
+        .map(|l| l["pid"].as_i64().unwrap() as i32)
+        .expect("the spawn is journalled at once");
+    assert!(alive(server));
+    kill(child.id() as i32, 9);
+    let _ = wait_bounded(child, Duration::from_secs(5));
+    let t = Instant::now();
+    wait_until(
+        "the server to die with witness",
+        Duration::from_secs(1),
+        || !alive(server),
+    );
+    assert!(t.elapsed() < Duration::from_secs(1));
+    let lines = journal_lines(&j);
+    assert_eq!(lines[0]["kind"], "header");
+    // `witness report` labels the cut-off run partial.
+    let out = run_bounded(
+        Command::new(witness()).arg("report").arg(&j),
+        Duration::from_secs(10),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("partial: journal ends at t="));
+}
+
+#[test]
+fn output_passes_through_unchanged_including_a_last_line_without_newline() {
+    let out = run_bounded(
+        Command::new(witness()).args([
+            "wrap",
+            "--",
+            "sh",
+            "-c",
+            r"printf 'one\ntwo\377 bytes\nno newline'; printf 'to stderr\n' >&2",
+        ]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"one\ntwo\xff bytes\nno newline");
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("to stderr\n"));
+}
+
+#[test]
+fn a_bad_watch_pattern_is_a_usage_error_naming_it() {
+    let out = run_bounded(
+        Command::new(witness()).args(["wrap", "--watch", "lease=(unclosed", "--", "true"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("--watch \"lease=(unclosed\" is not a valid regular expression"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_missing_command_exits_127_like_a_shell() {
+    let out = run_bounded(
+        Command::new(witness()).args(["wrap", "--", "/nonexistent/server"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("could not start \"/nonexistent/server\"")
+    );
+}
+
+#[test]
+fn a_matched_line_names_a_known_timer_and_user_patterns_are_labelled() {
+    let dir = tempdir("watch");
+    let r = dir.join("r.json");
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["wrap", "--watch", "lease=lease lost", "--report"])
+            .arg(&r)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "echo 'lease lost'; echo 'request timeout=30' >&2",
+            ]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report = json(&r);
+    let logs = lifecycle_of(&report, "log");
+    let lease = logs
+        .iter()
+        .find(|l| l["label"] == "lease")
+        .expect("user label");
+    assert_eq!(lease["stream"], "stdout");
+    let t = logs
+        .iter()
+        .find(|l| l["label"] == "timeout")
+        .expect("built-in timeout label");
+    assert_eq!(t["timer_s"], 30.0);
+}
