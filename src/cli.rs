@@ -216,9 +216,11 @@ pub struct LoadArgs {
     #[command(flatten)]
     pub supervise: SuperviseArgs,
     #[command(flatten)]
+    pub container: Box<ContainerArgs>,
+    #[command(flatten)]
     pub output: OutputArgs,
-    /// Start the server with this command (after `--`); without it, attach to whatever listens on
-    /// the URL's port.
+    /// Start the server with this command (after `--`; with --image, the container's command);
+    /// without a command, --image or --container, attach to whatever listens on the URL's port.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Method, Uri};
 
-use super::{open_journal, process_config, Signals};
+use super::{build_target, open_journal, target_config, Signals};
 use crate::cli::LoadArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{Event, Journal, LoadSettings, Settings};
@@ -21,12 +21,23 @@ use crate::load::health::Prober;
 use crate::load::ladder::{run_level, LadderConfig};
 use crate::load::outcome::Rejection;
 use crate::report::{self, View};
-use crate::sample::{proc::ProcSampler, spawn_sampling};
-use crate::target::process::{State, Supervisor};
+use crate::sample::spawn_sampling;
+use crate::target::process::State;
 use crate::target::{attach::Attach, Target};
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let cfg = ladder_config(&args)?;
+    // Our own child or container, or (with neither) whatever listens on the URL's port.
+    let target_cfg = (args.container.is_container() || !args.command.is_empty())
+        .then(|| {
+            target_config(
+                &args.supervise,
+                &args.container,
+                args.command.clone(),
+                args.show_output,
+            )
+        })
+        .transpose()?;
     check_loopback(&cfg.spec.uri, args.allow_remote).await?;
     check_loopback(&cfg.health, args.allow_remote).await?;
     let journal = open_journal("load", &args.output)?;
@@ -52,29 +63,28 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     }));
     let prober = Prober::new(cfg.health.clone(), args.health_timeout);
 
-    // The target: our own child, or whatever listens on the URL's port.
-    let target = if args.command.is_empty() {
-        let port = cfg.spec.uri.port_u16().unwrap_or(80);
-        Target::Attach(Attach::start(port, journal.clone()))
-    } else {
-        let pcfg = process_config(&args.supervise, args.command.clone(), args.show_output)?;
-        match Supervisor::start(pcfg, journal.clone()).await {
-            Ok(s) => Target::Process(s),
+    let target = match target_cfg {
+        None => {
+            let port = cfg.spec.uri.port_u16().unwrap_or(80);
+            Target::Attach(Attach::start(port, journal.clone()))
+        }
+        Some(tcfg) => match build_target(tcfg, &journal).await {
+            Ok(t) => t,
             Err(e) => {
                 journal.emit(Event::Note {
                     level: "refused".into(),
                     text: format!("{e:#}"),
                 });
                 finish(&journal, &args, "the server could not be started", true)?;
+                // No engine, no such image: configuration to fix (2), not a refusal to measure.
+                if e.chain().any(|c| c.is::<crate::error::UsageError>()) {
+                    return Err(e);
+                }
                 return Err(refuse(format!("{e:#}")));
             }
-        }
+        },
     };
-    let sampling = spawn_sampling(
-        vec![Box::new(ProcSampler::new(target.pid_source()))],
-        journal.clone(),
-        args.sample_interval,
-    );
+    let sampling = spawn_sampling(target.samplers(), journal.clone(), args.sample_interval);
 
     let mut signals = Signals::install()?;
     let result = {
@@ -119,8 +129,8 @@ async fn measure(
     prober: &Prober,
     journal: &Journal,
 ) -> Result<(), Stop> {
-    if let Target::Process(sup) = target {
-        wait_ready(sup, prober, journal, args.ready_timeout).await?;
+    if let (true, Some(state)) = (target.owned(), target.state()) {
+        wait_ready(state, prober, journal, args.ready_timeout).await?;
     }
     let f = floor::measure(&cfg.spec.uri, args.max_connect_floor).await;
     let limit_ms = args.max_connect_floor.as_secs_f64() * 1000.0;
@@ -177,13 +187,12 @@ async fn measure(
 
 /// Waits until the started server answers 200, journalled as time-to-ready.
 async fn wait_ready(
-    sup: &Supervisor,
+    mut state: tokio::sync::watch::Receiver<State>,
     prober: &Prober,
     journal: &Journal,
     limit: Duration,
 ) -> Result<(), Stop> {
     let start = Instant::now();
-    let mut state = sup.state();
     loop {
         let p = prober.probe().await;
         if p.healthy() {

@@ -80,6 +80,15 @@ impl Target {
         }
     }
 
+    /// The lifecycle state of a server witness watches by its engine or as its parent.
+    pub fn state(&self) -> Option<tokio::sync::watch::Receiver<process::State>> {
+        match self {
+            Target::Process(s) => Some(s.state()),
+            Target::Container(c) => Some(c.state()),
+            Target::Attach(_) => None,
+        }
+    }
+
     /// Where to send control messages (stop, forward a signal, inject a fault), for targets that
     /// take them.
     pub fn control(&self) -> Option<tokio::sync::mpsc::UnboundedSender<process::Control>> {
