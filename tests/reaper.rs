@@ -10,7 +10,12 @@ use witness::target::reaper;
 
 fn is_zombie(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit(')').next().unwrap_or("").split_whitespace().next() == Some("Z")
+    stat.rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .next()
+        == Some("Z")
 }
 
 #[test]
@@ -25,7 +30,10 @@ fn the_reaper_takes_an_orphan_but_never_a_registered_child() {
     drop(stray);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !(is_zombie(own.id()) && is_zombie(stray_pid)) {
-        assert!(Instant::now() < deadline, "both children should have exited");
+        assert!(
+            Instant::now() < deadline,
+            "both children should have exited"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(reaper::reap_orphans(), vec![stray_pid]);

@@ -41,6 +41,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// After a `die`, how long the log stream may take to deliver the last lines before the exit is
 /// journalled without them.
 const LOG_SETTLE: Duration = Duration::from_secs(2);
+/// After a container's last die, how long witness waits for a start by hand (`docker restart`)
+/// before it calls the container gone.
+const LINGER: Duration = Duration::from_millis(500);
 /// The label every container witness creates carries, for cleanup by label.
 pub const OWNER_LABEL: &str = "witness.owner";
 
@@ -595,7 +598,9 @@ impl Watcher {
                 ev = events.next() => match ev {
                     Some(Ok(m)) => {
                         if let Next::Finished(status) = self.on_event(m).await {
-                            return Ok(self.finish(status));
+                            if self.stopping.is_some() || !self.linger(&mut events).await {
+                                return Ok(self.finish(status));
+                            }
                         }
                     }
                     Some(Err(e)) => {
@@ -653,6 +658,26 @@ impl Watcher {
                 }
             }
         }
+    }
+
+    /// After a die the engine will not follow with a restart of its own, a `docker restart` (or a
+    /// `docker start` by hand) may still bring it back at once: wait [`LINGER`] for a start. True if
+    /// one came.
+    async fn linger(
+        &mut self,
+        events: &mut BoxStream<'static, Result<EventMessage, bollard::errors::Error>>,
+    ) -> bool {
+        let until = tokio::time::Instant::now() + LINGER;
+        while let Ok(Some(Ok(m))) = tokio::time::timeout_at(until, events.next()).await {
+            if m.action.as_deref() == Some("destroy") {
+                return false;
+            }
+            let _ = self.on_event(m).await;
+            if self.life.is_some() {
+                return true;
+            }
+        }
+        false
     }
 
     fn finish(&mut self, status: i32) -> i32 {
@@ -856,11 +881,16 @@ impl Watcher {
         self.state.send_replace(State::Running(identity.clone()));
         // An attached container's history is someone else's run: follow only what comes next.
         let history = self.owned || self.last_exit.is_some();
+        // Everything up to the last line passed on, and up to the last die, belongs to earlier runs.
+        let after = match (self.last_log, self.last_exit.as_ref().map(|e| e.1)) {
+            (Some(l), Some(d)) => Some(l.max(d)),
+            (l, d) => l.or(d),
+        };
         let logs = tokio::spawn(follow_logs(
             self.docker.clone(),
             self.id.clone(),
             history,
-            self.last_log,
+            after,
             pid,
             self.cfg.patterns.clone(),
             self.cfg.pass_through,

@@ -112,10 +112,10 @@ impl EngineExit {
         if let Some(sig) = self.signal() {
             let name = signal_name(sig);
             return if sig == libc::SIGKILL {
-                format!("killed by {name} sent through the engine (docker kill, or docker stop after its grace); not an OOM kill: the engine reports OOMKilled false")
+                format!("killed by {name} sent through the engine (docker kill, docker stop after its grace, or witness stopping it); not an OOM kill: the engine reports OOMKilled false")
             } else {
                 format!(
-                    "killed by {name} sent through the engine (docker kill or docker stop: {})",
+                    "killed by {name} sent through the engine (docker kill, docker stop, or witness stopping it: {})",
                     signal_says(sig)
                 )
             };

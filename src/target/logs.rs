@@ -375,6 +375,68 @@ mod tests {
     }
 
     #[test]
+    fn a_sink_fed_in_chunks_journals_the_lines_that_match() {
+        use crate::journal::{Header, Journal};
+        let dir = std::env::temp_dir().join(format!(
+            "witness-logs-test-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("j.jsonl");
+        let journal = Journal::create(&path, &Header::new("wrap", vec![])).unwrap();
+        let patterns = Arc::new(Patterns::new(&[]).unwrap());
+        let mut sink = LineSink::new(
+            Stream::Stderr,
+            PassThrough::Discard,
+            Some(5),
+            patterns,
+            journal.clone(),
+        );
+        // Frames from a container's log stream cut lines anywhere.
+        sink.push(b"[oi] process watch");
+        sink.push(b"dog: force-exiting after 3s\r\nGET /health 200\nthread 'main' pan");
+        sink.push(b"icked at src/main.rs:1:1");
+        sink.finish();
+        journal.flush().unwrap();
+        let logs: Vec<_> = crate::journal::read(&path)
+            .unwrap()
+            .records
+            .into_iter()
+            .filter_map(|r| match r.event {
+                Event::Log {
+                    pid,
+                    stream,
+                    line,
+                    label,
+                    timer_s,
+                    ..
+                } => Some((pid, stream, line, label, timer_s)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            logs,
+            vec![
+                (
+                    Some(5),
+                    Stream::Stderr,
+                    "[oi] process watchdog: force-exiting after 3s".to_string(),
+                    "watchdog".to_string(),
+                    Some(3.0)
+                ),
+                (
+                    Some(5),
+                    Stream::Stderr,
+                    "thread 'main' panicked at src/main.rs:1:1".to_string(),
+                    "panic".to_string(),
+                    None
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn invalid_utf8_is_kept_lossily() {
         let got = split(&[b"bad \xff byte\n"]);
         assert_eq!(got[0].0, "bad \u{fffd} byte");
