@@ -162,6 +162,9 @@ pub struct LoadArgs {
     /// The cliff rule: max ok duration at n ≤ n × (per-request max at the lowest level) × factor.
     #[arg(long, default_value_t = 1.5)]
     pub factor: f64,
+    /// Added to the cliff rule's allowance: below this, a difference is scheduling noise.
+    #[arg(long, value_parser = parse_duration, default_value = "50ms")]
+    pub cliff_slack: Duration,
     /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     pub max_connect_floor: Duration,

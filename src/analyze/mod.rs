@@ -130,7 +130,8 @@ pub fn analyze(journal: &Loaded) -> Analysis {
             .iter()
             .map(|&t| (t, TimerSource::Flag))
             .collect();
-        let (load, more) = verdict::analyze_load(recs, &processes, ls.factor, &named);
+        let (load, more) =
+            verdict::analyze_load(recs, &processes, ls.factor, ls.cliff_slack_s, &named);
         suspicions.extend(more);
         load
     });

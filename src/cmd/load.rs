@@ -46,6 +46,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             connect_timeout_s: cfg.limits.connect.as_secs_f64(),
             settle_s: cfg.settle.as_secs_f64(),
             factor: args.factor,
+            cliff_slack_s: args.cliff_slack.as_secs_f64(),
             rounds: args.duration.is_none().then_some(cfg.rounds),
             duration_s: args.duration.map(|d| d.as_secs_f64()),
         }),
