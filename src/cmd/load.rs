@@ -192,7 +192,7 @@ async fn measure(
     let ids = Arc::new(AtomicU64::new(0));
     for (index, &n) in cfg.levels.iter().enumerate() {
         run_level(cfg, index as u32, n, target, prober, journal, &ids).await;
-        if let Some(line) = level_line(journal, index as u32) {
+        if let Some(line) = after_level(journal, args, index as u32) {
             println!("{line}");
         }
     }
@@ -249,11 +249,17 @@ async fn wait_ready(
     }
 }
 
-/// The per-level terminal line, from the analysis of the journal so far.
-fn level_line(journal: &Journal, index: u32) -> Option<String> {
+/// After each level: the report is rewritten (so a killed run still leaves an up-to-date one, labelled
+/// partial), and the level's terminal line comes from the same analysis of the journal so far.
+fn after_level(journal: &Journal, args: &LoadArgs, index: u32) -> Option<String> {
     journal.flush().ok()?;
     let loaded = crate::journal::read(journal.path()).ok()?;
     let a = crate::analyze::analyze(&loaded);
+    if let Some(p) = &args.output.report {
+        if let Err(e) = report::write_file(&report::json::Json, &a, p, "--report") {
+            eprintln!("witness: {e:#}");
+        }
+    }
     let row = a.load?.levels.into_iter().find(|l| l.index == index)?;
     Some(report::terminal::level_line(&row))
 }
