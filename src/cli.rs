@@ -74,6 +74,13 @@ pub struct SuperviseArgs {
     pub grace: Duration,
 }
 
+impl SuperviseArgs {
+    /// The `--timer` values in seconds, as the journal's settings carry them.
+    pub fn timers_s(&self) -> Vec<f64> {
+        self.timer.iter().map(|d| d.as_secs_f64()).collect()
+    }
+}
+
 /// Where the run's records go.
 #[derive(Args, Debug, Clone)]
 pub struct OutputArgs {

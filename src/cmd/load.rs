@@ -32,12 +32,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     check_outputs(&args.output)?;
     let journal = open_journal("load", &args.output)?;
     journal.emit(Event::Settings(Settings {
-        timers_s: args
-            .supervise
-            .timer
-            .iter()
-            .map(|d| d.as_secs_f64())
-            .collect(),
+        timers_s: args.supervise.timers_s(),
         load: Some(LoadSettings {
             url: cfg.spec.uri.to_string(),
             method: cfg.spec.method.to_string(),

@@ -23,12 +23,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     }
     let journal = open_journal("wrap", &args.output)?;
     journal.emit(Event::Settings(Settings {
-        timers_s: args
-            .supervise
-            .timer
-            .iter()
-            .map(|d| d.as_secs_f64())
-            .collect(),
+        timers_s: args.supervise.timers_s(),
         ..Default::default()
     }));
     // The GPU check comes before the server starts, so `--gpu on` without a driver refuses
