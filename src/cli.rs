@@ -24,12 +24,15 @@ pub struct Cli {
 pub enum Command {
     /// Run the server under test as a child: pass its output through, journal its lifecycle, restart
     /// it by policy, and print an annotated kill/restart timeline. Exits with the child's status.
-    Wrap(WrapArgs),
+    Wrap(Box<WrapArgs>),
     /// Drive an honest concurrency ladder: one outcome and one duration per request, health and the
     /// server's identity before and after every level, and the seed's pass rule.
     Load(Box<LoadArgs>),
     /// Re-render any past run from its journal.
     Report(ReportArgs),
+    /// Show what NVML sees: devices, driver version, memory, utilisation, temperature, power and
+    /// processes. Exits 3 when there is no NVIDIA driver to ask.
+    Gpu(GpuCmdArgs),
 }
 
 impl Command {
@@ -71,6 +74,13 @@ pub struct SuperviseArgs {
     pub grace: Duration,
 }
 
+impl SuperviseArgs {
+    /// The `--timer` values in seconds, as the journal's settings carry them.
+    pub fn timers_s(&self) -> Vec<f64> {
+        self.timer.iter().map(|d| d.as_secs_f64()).collect()
+    }
+}
+
 /// Where the run's records go.
 #[derive(Args, Debug, Clone)]
 pub struct OutputArgs {
@@ -80,6 +90,29 @@ pub struct OutputArgs {
     /// Write the JSON report here at the end.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Write the HTML timeline here at the end (one self-contained file; open it in a browser).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write a Chrome Trace Event file here at the end (open it in ui.perfetto.dev or
+    /// chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+}
+
+/// Whether NVIDIA GPUs are sampled (shared by wrap, load and soak).
+#[derive(Args, Debug, Clone)]
+pub struct GpuArgs {
+    /// Sample NVIDIA GPUs through NVML: `auto` when a driver is present (one line on stderr when
+    /// not), `on` requires one (exit 3 without), `off` never.
+    #[arg(long, value_enum, default_value = "auto", value_name = "MODE")]
+    pub gpu: GpuMode,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuMode {
+    Auto,
+    On,
+    Off,
 }
 
 /// The server in a Docker container instead of a child process (shared by wrap, load and soak).
@@ -137,13 +170,13 @@ impl ContainerArgs {
 pub struct WrapArgs {
     #[command(flatten)]
     pub supervise: SuperviseArgs,
-    // Boxed: the container flags are many, and clap's subcommand enum holds its variants inline.
     #[command(flatten)]
-    pub container: Box<ContainerArgs>,
+    pub container: ContainerArgs,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// How often the server's resources (process tree, or container stats) are sampled into the
-    /// journal.
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+    /// How often the server's resources (process tree or container stats, GPUs) are read.
     #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
     pub sample_interval: Duration,
     /// The server to run, after `--` (with --image: the container's command).
@@ -189,6 +222,9 @@ pub struct LoadArgs {
     /// The cliff rule: max ok duration at n ≤ n × (per-request max at the lowest level) × factor.
     #[arg(long, default_value_t = 1.5)]
     pub factor: f64,
+    /// Added to the cliff rule's allowance: below this, a difference is scheduling noise.
+    #[arg(long, value_parser = parse_duration, default_value = "50ms")]
+    pub cliff_slack: Duration,
     /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     pub max_connect_floor: Duration,
@@ -214,9 +250,11 @@ pub struct LoadArgs {
     #[arg(long)]
     pub show_output: bool,
     #[command(flatten)]
+    pub gpu: GpuArgs,
+    #[command(flatten)]
     pub supervise: SuperviseArgs,
     #[command(flatten)]
-    pub container: Box<ContainerArgs>,
+    pub container: ContainerArgs,
     #[command(flatten)]
     pub output: OutputArgs,
     /// Start the server with this command (after `--`; with --image, the container's command);
@@ -237,10 +275,19 @@ pub struct ReportArgs {
     pub output: Option<PathBuf>,
 }
 
+#[derive(Args, Debug)]
+pub struct GpuCmdArgs {}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportFormat {
+    /// The annotated timeline, as wrap and load print it.
     Text,
+    /// The JSON report.
     Json,
+    /// The HTML timeline: one self-contained file.
+    Html,
+    /// Chrome Trace Event JSON, for Perfetto or chrome://tracing.
+    Trace,
 }
 
 /// Durations the way people write them: `100ms`, `2s`, `1.5s`, `1m30s`, `2h`; a bare number is seconds.

@@ -307,6 +307,9 @@ pub struct LoadSettings {
     pub connect_timeout_s: f64,
     pub settle_s: f64,
     pub factor: f64,
+    /// Added to the cliff rule's allowance: differences this small are scheduling noise, not a cliff.
+    #[serde(default)]
+    pub cliff_slack_s: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -476,8 +479,11 @@ pub enum Event {
         mem_used_bytes: u64,
         mem_free_bytes: u64,
         mem_total_bytes: u64,
-        gpu_util_pct: f64,
-        mem_util_pct: f64,
+        /// None when NVML does not report it (MIG slices, some older boards): never a made-up 0.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gpu_util_pct: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mem_util_pct: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         temperature_c: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -486,8 +492,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server_mem_bytes: Option<u64>,
     },
-    /// A GPU was expected but could not be sampled (no driver, device gone).
-    GpuUnavailable { reason: String },
+    /// GPUs were not sampled (no driver, `--gpu off`), or one stopped answering mid-run: `device`
+    /// names the GPU that disappeared, None means the whole backend.
+    GpuUnavailable {
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        device: Option<u32>,
+    },
     /// A user-declared gauge (soak).
     Gauge {
         name: String,

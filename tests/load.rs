@@ -19,6 +19,24 @@ fn load(args: &[&str], report: &std::path::Path) -> std::process::Output {
     )
 }
 
+/// `witness load --url http://127.0.0.1:PORT/call ARGS --report R -- toy_server --port PORT SERVER…`
+fn load_own(args: &[&str], server: &[&str], report: &std::path::Path) -> std::process::Output {
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/call");
+    run_bounded(
+        Command::new(witness())
+            .args(["load", "--url", &url])
+            .args(args)
+            .arg("--report")
+            .arg(report)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port])
+            .args(server),
+        Duration::from_secs(60),
+    )
+}
+
 fn levels(report: &serde_json::Value) -> &Vec<serde_json::Value> {
     report["levels"].as_array().expect("levels")
 }
@@ -27,25 +45,10 @@ fn levels(report: &serde_json::Value) -> &Vec<serde_json::Value> {
 fn a_server_that_never_answers_fails_every_level_with_timeouts_in_bounded_time() {
     let dir = tempdir("hang");
     let r = dir.join("r.json");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}/call");
-    let out = run_bounded(
-        Command::new(witness())
-            .args([
-                "load",
-                "--url",
-                &url,
-                "--timeout",
-                "1s",
-                "--settle",
-                "200ms",
-                "--report",
-            ])
-            .arg(&r)
-            .arg("--")
-            .arg(toy())
-            .args(["--port", &port, "--call", "hang"]),
-        Duration::from_secs(60),
+    let out = load_own(
+        &["--timeout", "1s", "--settle", "200ms"],
+        &["--call", "hang"],
+        &r,
     );
     assert_eq!(out.status.code(), Some(1));
     let report = json(&r);
@@ -133,34 +136,17 @@ fn the_seed_table_attached_to_a_server_kept_alive_by_a_supervisor_loop() {
 fn the_seed_table_with_witness_supervising_shows_the_watchdog_and_the_suspicion() {
     let dir = tempdir("seed-own");
     let r = dir.join("r.json");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}/call");
-    let out = run_bounded(
-        Command::new(witness())
-            .args([
-                "load",
-                "--url",
-                &url,
-                "--settle",
-                "500ms",
-                "--restart",
-                "always",
-                "--backoff",
-                "100ms",
-                "--report",
-            ])
-            .arg(&r)
-            .arg("--")
-            .arg(toy())
-            .args([
-                "--port",
-                &port,
-                "--call",
-                "lock:500ms",
-                "--watchdog",
-                "2500ms",
-            ]),
-        Duration::from_secs(60),
+    let out = load_own(
+        &[
+            "--settle",
+            "500ms",
+            "--restart",
+            "always",
+            "--backoff",
+            "100ms",
+        ],
+        &["--call", "lock:500ms", "--watchdog", "2500ms"],
+        &r,
     );
     assert_eq!(out.status.code(), Some(1));
     let report = json(&r);
@@ -201,17 +187,7 @@ fn the_seed_table_with_witness_supervising_shows_the_watchdog_and_the_suspicion(
 fn a_healthy_lock_serialised_server_passes_every_level() {
     let dir = tempdir("line");
     let r = dir.join("r.json");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}/call");
-    let out = run_bounded(
-        Command::new(witness())
-            .args(["load", "--url", &url, "--settle", "100ms", "--report"])
-            .arg(&r)
-            .arg("--")
-            .arg(toy())
-            .args(["--port", &port, "--call", "lock:200ms"]),
-        Duration::from_secs(60),
-    );
+    let out = load_own(&["--settle", "100ms"], &["--call", "lock:200ms"], &r);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -237,19 +213,10 @@ fn a_healthy_lock_serialised_server_passes_every_level() {
 fn capacity_refusals_are_rejected_not_errors() {
     let dir = tempdir("cap");
     let r = dir.join("r.json");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}/call");
-    let out = run_bounded(
-        Command::new(witness())
-            .args([
-                "load", "--url", &url, "--levels", "8", "--rounds", "2", "--settle", "100ms",
-                "--report",
-            ])
-            .arg(&r)
-            .arg("--")
-            .arg(toy())
-            .args(["--port", &port, "--call", "sleep:300ms", "--capacity", "2"]),
-        Duration::from_secs(60),
+    let out = load_own(
+        &["--levels", "8", "--rounds", "2", "--settle", "100ms"],
+        &["--call", "sleep:300ms", "--capacity", "2"],
+        &r,
     );
     let report = json(&r);
     let l = &levels(&report)[0];

@@ -1,9 +1,12 @@
 //! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
+pub mod gpu;
+pub mod picture;
 pub mod stats;
 pub mod timeline;
 pub mod timers;
+pub mod trend;
 pub mod verdict;
 
 use serde::Serialize;
@@ -77,8 +80,12 @@ pub struct Analysis {
     pub last_status: Option<i32>,
     /// Warnings and errors the run noted.
     pub notes: Vec<(f64, String, String)>,
+    /// GPU readings per device, or why there are none.
+    pub gpu: gpu::GpuSection,
     /// The load ladder's levels and verdicts, for `load` runs.
     pub load: Option<verdict::LoadAnalysis>,
+    /// The run laid out for the HTML timeline and the trace export.
+    pub picture: picture::Picture,
 }
 
 const LIFECYCLE_KINDS: &[&str] = &[
@@ -126,7 +133,8 @@ pub fn analyze(journal: &Loaded) -> Analysis {
             .iter()
             .map(|&t| (t, TimerSource::Flag))
             .collect();
-        let (load, more) = verdict::analyze_load(recs, &processes, ls.factor, &named);
+        let (load, more) =
+            verdict::analyze_load(recs, &processes, ls.factor, ls.cliff_slack_s, &named);
         suspicions.extend(more);
         load
     });
@@ -138,6 +146,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         hostname: journal.header.hostname.clone(),
         end_s,
         partial,
+        picture: picture::build(recs, &processes, &suspicions),
         suspicions,
         load,
         lifecycle: lifecycle_json(recs),
@@ -147,6 +156,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         restarts,
         last_status,
         notes,
+        gpu: gpu::section(recs),
     }
 }
 
@@ -281,7 +291,10 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
                 .iter()
                 .filter_map(|g| Some((g.timer_s?, TimerSource::LogLine(g.line.clone())))),
         );
-        if let Some((timer, source)) = timer_at(age, &named) {
+        // A clean exit is the program's own decision: only a timer someone named makes it suspect.
+        let at = timer_at(age, &named)
+            .filter(|(_, src)| l.status != Some(0) || *src != TimerSource::Round);
+        if let Some((timer, source)) = at {
             out.push(Suspicion {
                 kind: "round_timer".into(),
                 subject: "process_exit".into(),

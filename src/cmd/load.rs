@@ -4,14 +4,14 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Method, Uri};
 
-use super::{build_target, open_journal, target_config, Signals};
+use super::{build_target, check_outputs, open_journal, target_config, write_views, Signals};
 use crate::cli::LoadArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{Event, Journal, LoadSettings, Settings};
@@ -21,7 +21,7 @@ use crate::load::health::Prober;
 use crate::load::ladder::{run_level, LadderConfig};
 use crate::load::outcome::Rejection;
 use crate::report::{self, View};
-use crate::sample::spawn_sampling;
+use crate::sample::{spawn_sampling, PidSource};
 use crate::target::process::State;
 use crate::target::{attach::Attach, Target};
 
@@ -40,14 +40,10 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         .transpose()?;
     check_loopback(&cfg.spec.uri, args.allow_remote).await?;
     check_loopback(&cfg.health, args.allow_remote).await?;
+    check_outputs(&args.output)?;
     let journal = open_journal("load", &args.output)?;
     journal.emit(Event::Settings(Settings {
-        timers_s: args
-            .supervise
-            .timer
-            .iter()
-            .map(|d| d.as_secs_f64())
-            .collect(),
+        timers_s: args.supervise.timers_s(),
         load: Some(LoadSettings {
             url: cfg.spec.uri.to_string(),
             method: cfg.spec.method.to_string(),
@@ -56,12 +52,36 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             connect_timeout_s: cfg.limits.connect.as_secs_f64(),
             settle_s: cfg.settle.as_secs_f64(),
             factor: args.factor,
+            cliff_slack_s: args.cliff_slack.as_secs_f64(),
             rounds: args.duration.is_none().then_some(cfg.rounds),
             duration_s: args.duration.map(|d| d.as_secs_f64()),
         }),
         extra: serde_json::Value::Null,
     }));
     let prober = Prober::new(cfg.health.clone(), args.health_timeout);
+    if args.sample_interval.is_zero() {
+        return Err(usage(
+            "--sample-interval must be more than zero, e.g. 500ms",
+        ));
+    }
+    // The GPU check comes before the server starts: `--gpu on` without a driver refuses having run
+    // nothing. The sampler learns the server's pid once the target exists.
+    let late: Arc<OnceLock<PidSource>> = Arc::new(OnceLock::new());
+    let late_pids: PidSource = {
+        let late = late.clone();
+        Box::new(move || late.get().and_then(|f| f()))
+    };
+    let gpu = match super::gpu::gpu_sampler(&args.gpu, late_pids, &journal) {
+        Ok(g) => g,
+        Err(e) => {
+            journal.emit(Event::Note {
+                level: "refused".into(),
+                text: format!("{e:#}"),
+            });
+            finish(&journal, &args, "refused before starting the server", false)?;
+            return Err(e);
+        }
+    };
 
     let target = match target_cfg {
         None => {
@@ -84,7 +104,11 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             }
         },
     };
-    let sampling = spawn_sampling(target.samplers(), journal.clone(), args.sample_interval);
+    let _ = late.set(target.pid_source());
+    // The process tree from /proc, or the engine's container stats; and the GPUs.
+    let mut samplers = target.samplers();
+    samplers.extend(gpu);
+    let sampling = spawn_sampling(samplers, journal.clone(), args.sample_interval);
 
     let mut signals = Signals::install()?;
     let result = {
@@ -178,7 +202,7 @@ async fn measure(
     let ids = Arc::new(AtomicU64::new(0));
     for (index, &n) in cfg.levels.iter().enumerate() {
         run_level(cfg, index as u32, n, target, prober, journal, &ids).await;
-        if let Some(line) = level_line(journal, index as u32) {
+        if let Some(line) = after_level(journal, args, index as u32) {
             println!("{line}");
         }
     }
@@ -234,11 +258,17 @@ async fn wait_ready(
     }
 }
 
-/// The per-level terminal line, from the analysis of the journal so far.
-fn level_line(journal: &Journal, index: u32) -> Option<String> {
+/// After each level: the report is rewritten (so a killed run still leaves an up-to-date one, labelled
+/// partial), and the level's terminal line comes from the same analysis of the journal so far.
+fn after_level(journal: &Journal, args: &LoadArgs, index: u32) -> Option<String> {
     journal.flush().ok()?;
     let loaded = crate::journal::read(journal.path()).ok()?;
     let a = crate::analyze::analyze(&loaded);
+    if let Some(p) = &args.output.report {
+        if let Err(e) = report::write_file(&report::json::Json, &a, p, "--report") {
+            eprintln!("witness: {e:#}");
+        }
+    }
     let row = a.load?.levels.into_iter().find(|l| l.index == index)?;
     Some(report::terminal::level_line(&row))
 }
@@ -260,9 +290,7 @@ fn finish(
     let term = report::terminal::Terminal::for_stderr();
     eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
     eprintln!("witness: journal: {}", journal.path().display());
-    if let Some(p) = &args.output.report {
-        report::write_file(&report::json::Json, &analysis, p, "--report")?;
-    }
+    write_views(&args.output, &analysis)?;
     Ok(analysis)
 }
 

@@ -1,14 +1,17 @@
 //! One module per subcommand: turn validated arguments into producers, a journal, and views.
 
+pub mod gpu;
 pub mod load;
 pub mod report;
 pub mod wrap;
 
 use std::sync::Arc;
 
+use crate::analyze::Analysis;
 use crate::cli::{ContainerArgs, OutputArgs, SuperviseArgs};
 use crate::error::usage;
 use crate::journal::{Header, Journal};
+use crate::report as views;
 use crate::target::container::{Container, ContainerConfig, RunSpec, Spec};
 use crate::target::logs::Patterns;
 use crate::target::process::{ProcessConfig, RestartPolicy, Supervisor};
@@ -133,6 +136,52 @@ pub async fn build_target(cfg: TargetConfig, journal: &Journal) -> anyhow::Resul
             Target::Container(Container::start(c, journal.clone()).await?)
         }
     })
+}
+
+/// Refuses, before the run, an output file that could not be written at its end (a missing folder),
+/// naming the flag.
+pub fn check_outputs(out: &OutputArgs) -> anyhow::Result<()> {
+    let files = [
+        ("--report", &out.report),
+        ("--html", &out.html),
+        ("--trace", &out.trace),
+    ];
+    for (flag, path) in files {
+        let Some(path) = path else { continue };
+        if path.is_dir() {
+            return Err(usage(format!(
+                "{flag} {} is a folder; give a file name inside it",
+                path.display()
+            )));
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                return Err(usage(format!(
+                    "{flag} {}: the folder {} does not exist; create it or choose another path",
+                    path.display(),
+                    dir.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the end-of-run files the user asked for: JSON report, HTML timeline, trace. Every one is
+/// rendered from the same analysis as the terminal view.
+pub fn write_views(out: &OutputArgs, analysis: &Analysis) -> anyhow::Result<()> {
+    if let Some(p) = &out.report {
+        views::write_file(&views::json::Json, analysis, p, "--report")?;
+    }
+    if let Some(p) = &out.html {
+        views::write_file(&views::html::Html, analysis, p, "--html")?;
+        eprintln!("witness: timeline: {}", p.display());
+    }
+    if let Some(p) = &out.trace {
+        views::write_file(&views::trace::Trace, analysis, p, "--trace")?;
+        eprintln!("witness: trace (open in ui.perfetto.dev): {}", p.display());
+    }
+    Ok(())
 }
 
 /// Opens the run's journal: the given path or a fresh one in the temp folder.

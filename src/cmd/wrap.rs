@@ -5,28 +5,53 @@
 //! it forwards the signals it gets, and with a child process it is a subreaper that reaps the
 //! orphans the server leaves (target/reaper.rs) without taking its own child's exit status.
 
-use nix::sys::signal::Signal;
+use std::sync::{Arc, OnceLock};
 
-use super::{build_target, open_journal, target_config, Signals, TargetConfig};
+use nix::sys::signal::Signal;
+use tokio::sync::watch;
+
+use super::TargetConfig;
+use super::{build_target, check_outputs, open_journal, target_config, write_views, Signals};
 use crate::cli::WrapArgs;
+use crate::error::usage;
 use crate::journal::{Event, Settings};
 use crate::report::{self, View};
-use crate::sample::spawn_sampling;
-use crate::target::process::Control;
+use crate::sample::{spawn_sampling, PidSource};
+use crate::target::process::{Control, State};
 use crate::target::reaper::Reaper;
 
 pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     let cfg = target_config(&args.supervise, &args.container, args.command.clone(), true)?;
+    check_outputs(&args.output)?;
+    if args.sample_interval.is_zero() {
+        return Err(usage(
+            "--sample-interval must be more than zero, e.g. --sample-interval 500ms",
+        ));
+    }
     let journal = open_journal("wrap", &args.output)?;
     journal.emit(Event::Settings(Settings {
-        timers_s: args
-            .supervise
-            .timer
-            .iter()
-            .map(|d| d.as_secs_f64())
-            .collect(),
+        timers_s: args.supervise.timers_s(),
         ..Default::default()
     }));
+    // The GPU check comes before the server starts, so `--gpu on` without a driver refuses
+    // without having run anything; the samplers learn the server's pid once it exists.
+    let state: Arc<OnceLock<watch::Receiver<State>>> = Arc::new(OnceLock::new());
+    let gpu = match super::gpu::choose(&args.gpu, server_pid(&state), &journal) {
+        Ok(g) => g,
+        Err(e) => {
+            journal.emit(Event::Note {
+                level: "error".into(),
+                text: format!("{e:#}"),
+            });
+            journal.emit(Event::End {
+                reason: "refused before starting the server".into(),
+                partial: true,
+                exit_code: None,
+            });
+            journal.flush()?;
+            return Err(e);
+        }
+    };
     let mut signals = Signals::install()?;
     // A child's orphans come to witness (and to PID 1 in a container anyway): reap them.
     let reaper = match &cfg {
@@ -53,7 +78,15 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
             return Err(e);
         }
     };
-    let sampling = spawn_sampling(target.samplers(), journal.clone(), args.sample_interval);
+    if let Some(s) = target.state() {
+        let _ = state.set(s);
+    }
+    // The process tree from /proc, or the engine's container stats; and the GPUs.
+    let mut samplers = target.samplers();
+    // The fake backend's notice waits for the end; "no driver" is the report's gpu line then.
+    let gpu_notice = gpu.sampler.is_some().then_some(gpu.message).flatten();
+    samplers.extend(gpu.sampler);
+    let sampling = spawn_sampling(samplers, journal.clone(), args.sample_interval);
     let owned = target.owned();
     let ctl = target.control();
     let wait = target.wait();
@@ -80,6 +113,9 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
                 "reaped {n} orphaned process(es) the server left behind (witness is their subreaper)"
             ),
         });
+    }
+    if let Some(m) = gpu_notice {
+        eprintln!("{m}");
     }
     let status = match ended {
         Ok(s) => s,
@@ -108,6 +144,15 @@ fn detached(journal: &crate::journal::Journal) -> bool {
     })
 }
 
+/// The running server's pid (a container's as the host sees it), once the target has started.
+fn server_pid(state: &Arc<OnceLock<watch::Receiver<State>>>) -> PidSource {
+    let state = state.clone();
+    Box::new(move || match &*state.get()?.borrow() {
+        State::Running(id) => Some(id.pid),
+        _ => None,
+    })
+}
+
 /// Ends the journal, reads it back, and renders the views: the live path is the re-render path.
 fn finish(
     journal: &crate::journal::Journal,
@@ -127,8 +172,5 @@ fn finish(
     let text = term.render(&analysis)?;
     eprint!("{}", String::from_utf8_lossy(&text));
     eprintln!("witness: journal: {}", journal.path().display());
-    if let Some(p) = &args.output.report {
-        report::write_file(&report::json::Json, &analysis, p, "--report")?;
-    }
-    Ok(())
+    write_views(&args.output, &analysis)
 }

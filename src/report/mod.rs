@@ -1,8 +1,10 @@
 //! Views: each output format is one file behind [`View`], rendering what `analyze` returned. A view
 //! never computes a verdict.
 
+pub mod html;
 pub mod json;
 pub mod terminal;
+pub mod trace;
 
 use std::path::Path;
 
@@ -28,4 +30,20 @@ pub fn write_file(
     std::fs::write(&tmp, &bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
         .with_context(|| format!("writing {} ({flag})", path.display()))
+}
+
+/// Bytes for humans, in binary units as memory is sold: "512 B", "1.5 MiB", "79.6 GiB".
+pub fn bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v.abs() >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }

@@ -38,6 +38,7 @@ impl View for Terminal {
             o.push_str(&load_block(self, l));
         }
         o.push_str(&timeline(self, a));
+        o.push_str(&gpu(self, a));
         if let Some(l) = &a.load {
             let sev = if l.verdict == "pass" { "info" } else { "bad" };
             o.push_str(&self.paint(sev, &format!("verdict: {}\n", l.verdict.to_uppercase())));
@@ -171,6 +172,89 @@ pub fn timeline(t: &Terminal, a: &Analysis) -> String {
     }
     if let Some(p) = &a.partial {
         o.push_str(&t.paint("warn", p));
+        o.push('\n');
+    }
+    o
+}
+
+/// The GPU block: one line per figure and device, or why no GPU was sampled. Nothing at all for a
+/// journal that never mentions GPUs.
+pub fn gpu(t: &Terminal, a: &Analysis) -> String {
+    use super::bytes;
+    let g = &a.gpu;
+    let mut o = String::new();
+    if g.is_empty() {
+        return o;
+    }
+    if let Some(why) = &g.not_sampled {
+        o.push_str(&format!("gpu: {why}\n"));
+        return o;
+    }
+    o.push_str("gpu (min / median / max; before -> after):\n");
+    for d in &g.devices {
+        o.push_str(&format!(
+            "  GPU {} {}, {} total: {} readings over {}\n",
+            d.device,
+            d.name,
+            bytes(d.mem_total_bytes as f64),
+            d.samples,
+            crate::journal::secs(d.last_t_s - d.first_t_s)
+        ));
+        let m = &d.mem_used_bytes;
+        let trend = match d.mem_trend.class {
+            crate::analyze::trend::TrendClass::TooFewSamples => d.mem_trend.class.to_string(),
+            c => format!(
+                "{c} ({}{}/s)",
+                if d.mem_trend.slope_per_s >= 0.0 {
+                    "+"
+                } else {
+                    ""
+                },
+                bytes(d.mem_trend.slope_per_s)
+            ),
+        };
+        let line = format!(
+            "    memory used    {} / {} / {}; {} -> {}; trend {}",
+            bytes(m.min),
+            bytes(m.median),
+            bytes(m.max),
+            bytes(m.before),
+            bytes(m.after),
+            trend
+        );
+        let sev = if d.mem_trend.class == crate::analyze::trend::TrendClass::Growth {
+            "warn"
+        } else {
+            ""
+        };
+        o.push_str(&t.paint(sev, &line));
+        o.push('\n');
+        if let Some(s) = &d.server_mem_bytes {
+            o.push_str(&format!(
+                "    server's own   {} / {} / {}; {} -> {}\n",
+                bytes(s.min),
+                bytes(s.median),
+                bytes(s.max),
+                bytes(s.before),
+                bytes(s.after)
+            ));
+        }
+        for (label, stat, unit) in [
+            ("gpu util", &d.gpu_util_pct, "%"),
+            ("memory util", &d.mem_util_pct, "%"),
+            ("temperature", &d.temperature_c, " C"),
+            ("power", &d.power_w, " W"),
+        ] {
+            if let Some(s) = stat {
+                o.push_str(&format!(
+                    "    {label:<14} {:.0} / {:.0} / {:.0}{unit}; {:.0} -> {:.0}{unit}\n",
+                    s.min, s.median, s.max, s.before, s.after
+                ));
+            }
+        }
+    }
+    for u in &g.unavailable {
+        o.push_str(&t.paint("warn", &format!("  ! t={:.3}s {}", u.t_s, u.reason)));
         o.push('\n');
     }
     o

@@ -3,6 +3,7 @@
 //! one loop ([`spawn_sampling`]) drives them all at the chosen interval.
 
 pub mod container;
+pub mod gpu;
 pub mod proc;
 
 use std::time::Duration;

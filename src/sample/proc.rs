@@ -30,37 +30,71 @@ pub struct TreeReading {
     pub children: u64,
 }
 
-/// Reads `root` and all its descendants.
-pub fn read_tree(root: u32) -> Option<TreeReading> {
-    let page = procfs::page_size();
+/// Every process's stat, and who each one's children are (indices into the list).
+type Table = (
+    Vec<(procfs::process::Process, procfs::process::Stat)>,
+    HashMap<i32, Vec<usize>>,
+);
+
+fn process_table() -> Option<Table> {
     let all: Vec<_> = procfs::process::all_processes()
         .ok()?
         .flatten()
         .filter_map(|p| p.stat().ok().map(|s| (p, s)))
         .collect();
     let mut kids: HashMap<i32, Vec<usize>> = HashMap::new();
-    let mut root_ix = None;
     for (i, (_, s)) in all.iter().enumerate() {
         kids.entry(s.ppid).or_default().push(i);
-        if s.pid == root as i32 {
-            root_ix = Some(i);
+    }
+    Some((all, kids))
+}
+
+/// Indices of `root` and all its descendants in the table, root first.
+fn tree_of(table: &Table, root: u32) -> Vec<usize> {
+    let (all, kids) = table;
+    let Some(root_ix) = all.iter().position(|(_, s)| s.pid == root as i32) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![root_ix];
+    while let Some(i) = stack.pop() {
+        out.push(i);
+        if let Some(k) = kids.get(&all[i].1.pid) {
+            stack.extend(k);
         }
     }
-    let mut stack = vec![root_ix?];
+    out
+}
+
+/// `root` and the pids of all its descendants (root first); empty if `root` is gone. The GPU
+/// sampler matches NVML's per-process memory against these.
+pub fn tree_pids(root: u32) -> Vec<u32> {
+    let Some(table) = process_table() else {
+        return vec![];
+    };
+    tree_of(&table, root)
+        .into_iter()
+        .map(|i| table.0[i].1.pid as u32)
+        .collect()
+}
+
+/// Reads `root` and all its descendants.
+pub fn read_tree(root: u32) -> Option<TreeReading> {
+    let page = procfs::page_size();
+    let table = process_table()?;
+    let tree = tree_of(&table, root);
+    if tree.is_empty() {
+        return None;
+    }
     let mut r = TreeReading::default();
-    let mut seen = 0u64;
-    while let Some(i) = stack.pop() {
-        let (p, s) = &all[i];
-        seen += 1;
+    for &i in &tree {
+        let (p, s) = &table.0[i];
         r.rss_bytes += s.rss * page;
         r.cpu_ticks += s.utime + s.stime;
         r.threads += s.num_threads.max(0) as u64;
         r.fds += p.fd_count().unwrap_or(0) as u64;
-        if let Some(k) = kids.get(&s.pid) {
-            stack.extend(k);
-        }
     }
-    r.children = seen - 1;
+    r.children = tree.len() as u64 - 1;
     Some(r)
 }
 
@@ -114,5 +148,20 @@ mod tests {
         assert!(r.rss_bytes > 1 << 20);
         assert!(r.threads >= 1);
         assert!(r.fds >= 3);
+    }
+
+    #[test]
+    fn tree_pids_holds_the_root_and_its_children_and_nothing_else() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pids = tree_pids(std::process::id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(pids[0], std::process::id());
+        assert!(pids.contains(&child.id()), "{pids:?}");
+        assert!(!pids.contains(&1));
+        assert!(tree_pids(u32::MAX - 1).is_empty());
     }
 }

@@ -5,12 +5,14 @@
 //! The child must never be slowed by witness, so each stream is drained by its own thread in 64 KiB
 //! reads; a line is kept for matching up to [`MAX_LINE`] bytes and the rest of a longer line is counted
 //! and dropped (the pass-through still gets every byte). Invalid UTF-8 is kept lossily, and a last line
-//! with no newline is still matched.
+//! with no newline is still matched. A container's output arrives as frames of the engine's log
+//! stream instead of pipe reads; [`LineSink`] serves both the same way.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use regex::{Regex, RegexSet};
+use regex::bytes::RegexSet;
+use regex::Regex;
 
 use crate::journal::{Event, Journal, Stream};
 
@@ -42,11 +44,44 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
+/// Lowercase substrings of which every built-in pattern needs one: the prefilter for whole reads.
+/// `builtin_patterns_need_a_needle` keeps the two lists honest.
+pub const NEEDLES: &[&str] = &[
+    "watchdog",
+    "force",
+    "timed out",
+    "deadline exceeded",
+    "timeout",
+    "panic",
+    "traceback",
+    "fatal error",
+    "segmentation fault",
+    "sigsegv",
+    "uncaught exception",
+    "out of memory",
+    "oom",
+    "cannot allocate memory",
+    "memory allocation of",
+    "outofmemoryerror",
+    "killed",
+    "terminated by signal",
+    "received signal",
+    "sigkill",
+    "sigterm",
+    "exit",
+    "shutting down",
+];
+
 /// Compiled watch patterns.
 #[derive(Debug)]
 pub struct Patterns {
     labels: Vec<String>,
     set: RegexSet,
+    /// Most reads of a busy server's output match nothing, and then no line in them needs a look of
+    /// its own. The built-in patterns each need one of [`NEEDLES`], found with a SIMD multi-substring
+    /// search over the lowercased read; the user's patterns, if any, run once over the whole read.
+    needles: aho_corasick::AhoCorasick,
+    user_chunk: Option<regex_automata::meta::Regex>,
     timer: Vec<(Regex, bool)>,
 }
 
@@ -96,20 +131,56 @@ impl Patterns {
             given: user.join(" "),
             why: e.to_string(),
         })?;
+        let user_chunk = if user.is_empty() {
+            None
+        } else {
+            let multi: Vec<String> = sources[..user.len()]
+                .iter()
+                .map(|s| format!("(?m){s}"))
+                .collect();
+            Some(
+                regex_automata::meta::Regex::builder()
+                    .build_many(&multi)
+                    .map_err(|e| BadPattern {
+                        given: user.join(" "),
+                        why: e.to_string(),
+                    })?,
+            )
+        };
+        // Leftmost semantics: only then may the SIMD (Teddy) searcher serve as the prefilter.
+        let needles = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(NEEDLES)
+            .expect("the needles are plain strings");
         Ok(Self {
             labels,
             set,
+            needles,
+            user_chunk,
             timer: timer_regexes(),
         })
     }
 
     /// The label of the first pattern the line matches.
     pub fn label(&self, line: &str) -> Option<&str> {
+        self.label_bytes(line.as_bytes())
+    }
+
+    pub fn label_bytes(&self, line: &[u8]) -> Option<&str> {
         self.set
             .matches(line)
             .iter()
             .next()
             .map(|i| self.labels[i].as_str())
+    }
+
+    /// Whether any line wholly inside `chunk` could match (never false when one does). `scratch`
+    /// holds the lowercased copy between calls.
+    pub fn may_match(&self, chunk: &[u8], scratch: &mut Vec<u8>) -> bool {
+        scratch.clear();
+        scratch.extend(chunk.iter().map(u8::to_ascii_lowercase));
+        self.needles.is_match(scratch.as_slice())
+            || self.user_chunk.as_ref().is_some_and(|r| r.is_match(chunk))
     }
 
     /// A duration the line names ("after 90s", "timeout=30", "deadline of 2m"): a known timer.
@@ -194,11 +265,13 @@ pub fn drain(
 }
 
 /// One output stream of the server, fed in chunks however they arrive (a pipe read by a thread, or
-/// frames of a container's log stream): every byte is passed through, every line is read, and the lines
-/// that match a pattern are journalled.
+/// the frames of a container's log stream): every byte is passed through, every line is read, and
+/// the lines that match a pattern are journalled.
 pub struct LineSink {
     out: Option<Box<dyn Write + Send>>,
     lines: LineSplitter,
+    /// The lowercased copy of a chunk for the prefilter, kept between chunks.
+    scratch: Vec<u8>,
     stream: Stream,
     pid: Option<u32>,
     patterns: Arc<Patterns>,
@@ -221,6 +294,7 @@ impl LineSink {
         Self {
             out,
             lines: LineSplitter::default(),
+            scratch: Vec::new(),
             stream,
             pid,
             patterns,
@@ -230,11 +304,12 @@ impl LineSink {
 
     pub fn push(&mut self, chunk: &[u8]) {
         if let Some(w) = self.out.as_mut() {
-            // A closed stdout (EPIPE) must not stop the reading, only the pass-through.
+            // A closed stdout (EPIPE) must not stop the draining, only the pass-through.
             if w.write_all(chunk).and_then(|_| w.flush()).is_err() {
                 self.out = None;
             }
         }
+        let hot = self.patterns.may_match(chunk, &mut self.scratch);
         let Self {
             lines,
             stream,
@@ -243,8 +318,8 @@ impl LineSink {
             journal,
             ..
         } = self;
-        lines.push(chunk, &mut |line, truncated| {
-            on_line(patterns, journal, *stream, *pid, line, truncated)
+        lines.push(chunk, &mut |l, t, c| {
+            on_line(patterns, journal, *stream, *pid, l, t, c, hot)
         });
     }
 
@@ -258,12 +333,13 @@ impl LineSink {
             journal,
             ..
         } = self;
-        lines.finish(&mut |line, truncated| {
-            on_line(patterns, journal, *stream, *pid, line, truncated)
-        });
+        lines.finish(&mut |l, t, c| on_line(patterns, journal, *stream, *pid, l, t, c, true));
     }
 }
 
+/// `hot`: the chunk this line came from may hold a match; a line carried over from an earlier chunk
+/// is always looked at.
+#[allow(clippy::too_many_arguments)]
 fn on_line(
     patterns: &Patterns,
     journal: &Journal,
@@ -271,19 +347,25 @@ fn on_line(
     pid: Option<u32>,
     line: &[u8],
     truncated: bool,
+    carried: bool,
+    hot: bool,
 ) {
+    if !hot && !carried {
+        return;
+    }
+    let Some(label) = patterns.label_bytes(line) else {
+        return;
+    };
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end_matches('\r');
-    if let Some(label) = patterns.label(text) {
-        journal.emit(Event::Log {
-            pid,
-            stream,
-            line: text.to_string(),
-            label: label.to_string(),
-            truncated,
-            timer_s: patterns.timer_in(text),
-        });
-    }
+    journal.emit(Event::Log {
+        pid,
+        stream,
+        line: text.to_string(),
+        label: label.to_string(),
+        truncated,
+        timer_s: patterns.timer_in(text),
+    });
 }
 
 /// Splits a byte stream into lines with a bounded buffer.
@@ -294,14 +376,20 @@ pub struct LineSplitter {
 }
 
 impl LineSplitter {
-    pub fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(&[u8], bool)) {
-        while let Some(i) = memchr(b'\n', chunk) {
+    /// Calls `on_line(line, truncated, carried)` for each complete line; `carried` says the line began
+    /// in an earlier chunk.
+    pub fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(&[u8], bool, bool)) {
+        while let Some(i) = memchr::memchr(b'\n', chunk) {
             let part = &chunk[..i];
             if self.cur.is_empty() && !self.truncated {
-                on_line(&part[..part.len().min(MAX_LINE)], part.len() > MAX_LINE);
+                on_line(
+                    &part[..part.len().min(MAX_LINE)],
+                    part.len() > MAX_LINE,
+                    false,
+                );
             } else {
                 self.keep(part);
-                on_line(&self.cur, self.truncated);
+                on_line(&self.cur, self.truncated, true);
                 self.cur.clear();
                 self.truncated = false;
             }
@@ -319,17 +407,13 @@ impl LineSplitter {
     }
 
     /// A last line with no newline is not lost.
-    pub fn finish(&mut self, on_line: &mut impl FnMut(&[u8], bool)) {
+    pub fn finish(&mut self, on_line: &mut impl FnMut(&[u8], bool, bool)) {
         if !self.cur.is_empty() || self.truncated {
-            on_line(&self.cur, self.truncated);
+            on_line(&self.cur, self.truncated, true);
         }
         self.cur.clear();
         self.truncated = false;
     }
-}
-
-fn memchr(b: u8, s: &[u8]) -> Option<usize> {
-    s.iter().position(|&c| c == b)
 }
 
 #[cfg(test)]
@@ -339,7 +423,8 @@ mod tests {
     fn split(chunks: &[&[u8]]) -> Vec<(String, bool)> {
         let mut got = Vec::new();
         let mut s = LineSplitter::default();
-        let mut f = |l: &[u8], t: bool| got.push((String::from_utf8_lossy(l).into_owned(), t));
+        let mut f =
+            |l: &[u8], t: bool, _: bool| got.push((String::from_utf8_lossy(l).into_owned(), t));
         for c in chunks {
             s.push(c, &mut f);
         }
@@ -365,7 +450,7 @@ mod tests {
         let big = vec![b'x'; MAX_LINE * 3];
         let mut s = LineSplitter::default();
         let mut got = Vec::new();
-        let mut f = |l: &[u8], t: bool| got.push((l.len(), t));
+        let mut f = |l: &[u8], t: bool, _: bool| got.push((l.len(), t));
         for _ in 0..10 {
             s.push(&big, &mut f);
             assert!(s.cur.capacity() <= MAX_LINE * 2);
@@ -465,12 +550,58 @@ mod tests {
     }
 
     #[test]
+    fn builtin_patterns_need_a_needle() {
+        // Each alternative of each built-in, as the shortest line it matches: the prefilter must
+        // let every one through, or a watchdog line could go unseen.
+        let p = Patterns::new(&[]).unwrap();
+        let lines = [
+            "watchdog",
+            "force-exit",
+            "forceexit",
+            "timed out",
+            "deadline exceeded",
+            "worker timeout",
+            "timeouts",
+            "panicked at",
+            "panic:",
+            "Traceback (most recent call last)",
+            "FATAL ERROR",
+            "segmentation fault",
+            "SIGSEGV",
+            "uncaught exception",
+            "Out Of Memory",
+            "OOM",
+            "oom-kill",
+            "cannot allocate memory",
+            "memory allocation of 8 bytes failed",
+            "OutOfMemoryError",
+            "Killed",
+            "terminated by signal",
+            "received signal",
+            "SIGKILL",
+            "SIGTERM",
+            "exited with code 1",
+            "exiting",
+            "shutting down",
+        ];
+        let mut scratch = Vec::new();
+        for l in lines {
+            assert!(p.label(l).is_some(), "{l:?} should match a built-in");
+            assert!(
+                p.may_match(l.as_bytes(), &mut scratch),
+                "{l:?} must pass the prefilter"
+            );
+        }
+        assert!(!p.may_match(b"GET /health 200\nPOST /call 200\n", &mut scratch));
+    }
+
+    #[test]
     fn user_patterns_take_a_label_and_bad_ones_are_named() {
         let p = Patterns::new(&["lease=lease expired".into(), "boom".into()]).unwrap();
         assert_eq!(p.label("the lease expired"), Some("lease"));
         assert_eq!(p.label("boom!"), Some("watch"));
         let Err(e) = Patterns::new(&["(unclosed".into()]) else {
-            panic!("a bad pattern was accepted")
+            panic!("an unclosed group must be refused")
         };
         assert!(e.to_string().contains("--watch \"(unclosed\""), "{e}");
     }

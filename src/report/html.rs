@@ -1,0 +1,984 @@
+//! The HTML timeline: one self-contained file (inline CSS, inline SVG, a few lines of inline script;
+//! no network) that draws [`Picture`] on one time axis: requests coloured by outcome in lanes by
+//! level, process lifetimes as bands, exits, restarts, matched log lines and suspected timer
+//! deadlines as labelled markers, health probes, and resource charts underneath. Hover text comes
+//! from SVG `<title>` elements, so the picture reads the same with scripts off.
+//!
+//! It draws only what the analysis decided; the one thing it chooses is layout.
+
+use std::fmt::Write;
+
+use super::View;
+use crate::analyze::picture::{Class, Group, MarkerKind, Picture, Series, Unit};
+use crate::analyze::verdict::LoadAnalysis;
+use crate::analyze::Analysis;
+use crate::journal::secs;
+
+pub struct Html;
+
+impl View for Html {
+    fn render(&self, a: &Analysis) -> anyhow::Result<Vec<u8>> {
+        Ok(page(a).into_bytes())
+    }
+}
+
+const WIDTH: f64 = 1200.0;
+const GUTTER: f64 = 150.0;
+const RIGHT: f64 = 24.0;
+const LABEL_ROWS: usize = 4;
+const LABEL_ROW_H: f64 = 14.0;
+/// The tallest a lane of individual requests grows, however many workers it has.
+const LANE_MAX_H: f64 = 160.0;
+const AGG_LANE_H: f64 = 80.0;
+const CHART_H: f64 = 44.0;
+/// Lifecycle entries listed under the chart; a long soak's are summarised beyond this.
+const TABLE_ROWS: usize = 2_000;
+
+const CSS: &str = r#"
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:16px 24px;color:#1d2330;background:#fff}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:15px;margin:18px 0 6px}
+.meta{color:#555;margin:0 0 8px;font-size:13px}.meta code{font-size:12px}
+.partial{background:#fff3cd;border:1px solid #e0b400;padding:6px 10px;font-weight:600;margin:8px 0}
+.sus{color:#8a1538;margin:2px 0;font-weight:600}
+.v-pass{color:#2e7d32}.v-fail,.v-refused{color:#b3261e}
+#lanes.spans rect{stroke:#fff;stroke-width:.6}
+.none{color:#3a7a4a}
+table{border-collapse:collapse;font-size:13px;margin:4px 0}
+th,td{padding:2px 10px 2px 0;text-align:left;vertical-align:top}th{border-bottom:1px solid #ccc}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.bad td{color:#b3261e}tr.warn td{color:#8a5a00}
+.legend span{display:inline-block;margin-right:14px}.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
+svg{display:block;max-width:100%;height:auto;border:1px solid #e3e6ea;margin-top:6px}
+svg text{font:11px system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;fill:#1d2330}
+svg .lane{font-weight:600}svg .sub{fill:#666;font-size:10px}
+.ok{fill:#3a9a5b}.timeout{fill:#e69b00}.error{fill:#d1343a}.rejected{fill:#6a5acd}
+.band{fill:#c9d6e8;stroke:#6b88b0}.band.gone{fill:#f2cfd1;stroke:#b3261e}
+.grid{stroke:#eef0f3}.axis{stroke:#9aa3ad}
+.exit{stroke:#b3261e;stroke-width:1.5}.exit.asked{stroke:#8892a0;stroke-dasharray:2 2}
+.deadline{stroke:#8a1538;stroke-width:2;stroke-dasharray:6 3}
+.lbl-bad{fill:#b3261e;font-weight:600}.lbl-deadline{fill:#8a1538;font-weight:700}.lbl-warn{fill:#8a5a00}.lbl-info{fill:#3b4a5e}
+.lead{stroke:#c3c9d1;stroke-width:.7}
+.levelbg{fill:#f4f6fb}.levelbg.alt{fill:#e9edf6}.level{fill:#dfe5f2;stroke:#9fb0d0}.level.skipped{fill:#f2cfd1}
+.series{fill:none;stroke:#2f6db5;stroke-width:1.2}.chartbg{fill:#fafbfc;stroke:#e3e6ea}
+.probe-ok{fill:#3a9a5b}.probe-bad{fill:#d1343a}
+.g-log{fill:#e69b00}.g-restart{fill:#2f6db5}.g-spawn{fill:#3a9a5b}.g-other{fill:#5b6675}.g-bad{fill:#b3261e}
+#cursor{stroke:#1d2330;stroke-width:.6;pointer-events:none}#cursor-t{font-weight:600}
+"#;
+
+/// Colour classes per outcome, in [`Class`] order.
+const CLASS_CSS: [&str; 4] = ["ok", "timeout", "error", "rejected"];
+/// The same colours for the HTML legend (kept equal to the CSS above).
+const CLASS_COLOUR: [&str; 4] = ["#3a9a5b", "#e69b00", "#d1343a", "#6a5acd"];
+
+pub fn page(a: &Analysis) -> String {
+    let p = &a.picture;
+    let mut o = String::with_capacity(64 * 1024 + p.spans.len().min(20_000) * 120);
+    o.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    let _ = writeln!(
+        o,
+        "<title>witness {} timeline{}</title><style>{CSS}</style></head><body>",
+        esc(&a.mode),
+        if a.partial.is_some() {
+            " (partial)"
+        } else {
+            ""
+        }
+    );
+    let _ = write!(
+        o,
+        "<h1>witness {} — timeline</h1>\n<p class=\"meta\">started {} on {} · {} long · <code>{}</code></p>\n",
+        esc(&a.mode),
+        esc(&a.started_at),
+        esc(&a.hostname),
+        secs(a.end_s),
+        esc(&a.command.join(" "))
+    );
+    if let Some(why) = &a.partial {
+        let _ = writeln!(o, "<p class=\"partial\" id=\"partial\">{}</p>", esc(why));
+    }
+    suspicions(&mut o, a);
+    levels_table(&mut o, a);
+    if a.load.is_none() {
+        // A load run's verdict table already counts its requests per level.
+        groups_table(&mut o, p);
+    }
+    legend(&mut o, p);
+    o.push_str(&chart(a));
+    o.push('\n');
+    lifecycle_table(&mut o, a);
+    notes(&mut o, a);
+    o.push_str(SCRIPT);
+    o.push_str("</body></html>\n");
+    o
+}
+
+fn suspicions(o: &mut String, a: &Analysis) {
+    o.push_str("<h2>Suspicions</h2>\n");
+    if a.suspicions.is_empty() {
+        o.push_str("<p class=\"none\">none: no exit or duration sits at a known or round-number timer</p>\n");
+    }
+    for s in &a.suspicions {
+        let _ = writeln!(o, "<p class=\"sus\">! {}</p>", esc(&s.detail));
+    }
+    if a.restarts > 0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"sus\">the server was restarted {} time{} during the run: numbers measured across a restart are not the server's</p>",
+            a.restarts,
+            if a.restarts == 1 { "" } else { "s" }
+        );
+    }
+}
+
+/// The load ladder's verdicts as the analysis gave them; without one (a journal of levels but no load
+/// settings), the levels as the journal recorded them.
+fn levels_table(o: &mut String, a: &Analysis) {
+    if let Some(load) = &a.load {
+        verdict_table(o, load);
+        return;
+    }
+    let p = &a.picture;
+    if p.levels.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Levels</h2>\n<table><tr><th>level</th><th>concurrency</th><th>from</th><th>to</th><th>health before</th><th>health after</th><th>restarted under it</th><th>note</th></tr>\n");
+    for l in &p.levels {
+        let bad = l.identity_changed || l.skipped.is_some() || l.health_after.is_none();
+        let _ = writeln!(
+            o,
+            "<tr class=\"{}\"><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.3}s</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            if bad { "bad" } else { "" },
+            l.index,
+            l.concurrency,
+            l.start_s,
+            l.end_s.map(|e| format!("{e:.3}s")).unwrap_or_else(|| "—".into()),
+            esc(&l.health_before),
+            esc(l.health_after.as_deref().unwrap_or("none (journal ends)")),
+            if l.identity_changed { "yes" } else { "no" },
+            esc(l.skipped.as_deref().unwrap_or("")),
+        );
+    }
+    o.push_str("</table>\n");
+}
+
+fn verdict_table(o: &mut String, l: &LoadAnalysis) {
+    let _ = writeln!(
+        o,
+        "<h2>Verdict: <span class=\"v-{}\">{}</span></h2>",
+        esc(&l.verdict),
+        esc(&l.verdict.to_uppercase())
+    );
+    if let Some(why) = &l.refused {
+        let _ = writeln!(o, "<p class=\"sus\">refused to measure: {}</p>", esc(why));
+    }
+    if let Some(f) = &l.floor {
+        let _ = writeln!(
+            o,
+            "<p class=\"meta\">connect floor to {}:{}: {} (limit {} ms)</p>",
+            esc(&f.host),
+            f.port,
+            f.median_ms
+                .map(|m| format!("{m:.2} ms"))
+                .unwrap_or_else(|| "no connect succeeded".into()),
+            f.limit_ms
+        );
+    }
+    if l.levels.is_empty() {
+        return;
+    }
+    o.push_str("<table><tr><th>concurrency</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
+    let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
+    for r in &l.levels {
+        let class = match r.verdict.as_str() {
+            "pass" => "",
+            "skipped" => "warn",
+            _ => "bad",
+        };
+        let c = &r.counts;
+        let _ = writeln!(
+            o,
+            "<tr class=\"{class}\"><td class=\"n\">{}</td><td><b>{}</b></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.concurrency,
+            esc(&r.verdict.to_uppercase()),
+            c.ok,
+            c.timeout,
+            c.error,
+            c.rejected,
+            s(r.max_s),
+            s(r.latency.as_ref().map(|l| l.p50)),
+            s(r.latency.as_ref().map(|l| l.p99)),
+            r.time_to_give_up
+                .as_ref()
+                .map(|g| format!("{:.2}–{:.2}s", g.min, g.max))
+                .unwrap_or_else(|| "-".into()),
+            esc(&r.health_before.text()),
+            esc(&r.health_after.as_ref().map(|h| h.text()).unwrap_or_else(|| "-".into())),
+            if r.restarted { "yes" } else { "no" },
+            esc(&r.reasons.join("; ")),
+        );
+    }
+    o.push_str("</table>\n<p class=\"meta\">Latency is over ok requests only; a failed request's duration is how long something took to give up.</p>\n");
+}
+
+fn groups_table(o: &mut String, p: &Picture) {
+    if p.groups.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Requests</h2>\n<table><tr><th>lane</th><th>requests</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>from</th><th>to</th></tr>\n");
+    for g in &p.groups {
+        let total: u64 = g.counts.iter().sum();
+        let class = if g.counts[Class::Error.index()] + g.counts[Class::Timeout.index()] > 0 {
+            "bad"
+        } else {
+            ""
+        };
+        let _ = write!(
+            o,
+            "<tr class=\"{class}\"><td>{}</td><td class=\"n\">{total}</td>",
+            esc(&lane_name(g))
+        );
+        for c in g.counts {
+            let _ = write!(o, "<td class=\"n\">{c}</td>");
+        }
+        let _ = writeln!(
+            o,
+            "<td class=\"n\">{:.3}s</td><td class=\"n\">{:.3}s</td></tr>",
+            g.first_s, g.last_s
+        );
+    }
+    o.push_str("</table>\n");
+    if p.spans_dropped > 0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"meta\">{} requests beyond the first {} are counted but not kept one by one.</p>",
+            p.spans_dropped,
+            p.spans.len()
+        );
+    }
+}
+
+fn legend(o: &mut String, p: &Picture) {
+    o.push_str("<h2>Timeline</h2>\n<p class=\"legend\">");
+    for c in Class::ALL {
+        let _ = write!(
+            o,
+            "<span><i style=\"background:{}\"></i>{} {}</span>",
+            CLASS_COLOUR[c.index()],
+            c.label(),
+            p.totals[c.index()]
+        );
+    }
+    o.push_str("<span><i style=\"background:#b3261e;width:3px\"></i>process exit</span>");
+    o.push_str("<span><i style=\"background:repeating-linear-gradient(#8a1538 0 4px,#fff 4px 6px);width:3px\"></i>suspected timer deadline</span>");
+    if p.aggregate.is_some() {
+        o.push_str("<span>(more than 10,000 requests: each lane shows completions per time bucket, stacked by outcome)</span>");
+    } else {
+        o.push_str("<span>(hover a bar for its request)</span>");
+    }
+    o.push_str("</p>\n");
+}
+
+fn lifecycle_table(o: &mut String, a: &Analysis) {
+    o.push_str("<details open><summary><b>Lifecycle</b> (t = seconds since the run began; age = process age)</summary>\n<table><tr><th>t</th><th>age</th><th>event</th><th>pid</th><th>what</th></tr>\n");
+    for e in a.timeline.iter().take(TABLE_ROWS) {
+        let _ = writeln!(
+            o,
+            "<tr class=\"{}\"><td class=\"n\">{:.3}s</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            if e.severity == "info" { "" } else { e.severity.as_str() },
+            e.t_s,
+            e.age_s.map(|x| format!("{x:.2}s")).unwrap_or_else(|| "-".into()),
+            esc(&e.kind),
+            e.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            esc(&e.text)
+        );
+    }
+    if a.timeline.len() > TABLE_ROWS {
+        let _ = writeln!(
+            o,
+            "<tr><td colspan=\"5\">… and {} more (see the journal or the JSON report)</td></tr>",
+            a.timeline.len() - TABLE_ROWS
+        );
+    }
+    o.push_str("</table></details>\n");
+}
+
+fn notes(o: &mut String, a: &Analysis) {
+    let warn: Vec<_> = a.notes.iter().filter(|n| n.1 != "info").collect();
+    if warn.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Notes</h2>\n");
+    for (t, level, text) in warn {
+        let _ = writeln!(o, "<p>t={t:.3}s {}: {}</p>", esc(level), esc(text));
+    }
+}
+
+/// The time axis's scale and the SVG being built, top to bottom.
+struct Canvas {
+    end_s: f64,
+    y: f64,
+    body: String,
+}
+
+impl Canvas {
+    fn x(&self, t: f64) -> f64 {
+        GUTTER + (t / self.end_s).clamp(0.0, 1.0) * (WIDTH - GUTTER - RIGHT)
+    }
+    fn lane_label(&mut self, y: f64, name: &str, sub: &str) {
+        let _ = write!(
+            self.body,
+            "<text class=\"lane\" x=\"8\" y=\"{:.1}\">{}</text>",
+            y + 12.0,
+            esc(&clip(name, 22))
+        );
+        if !sub.is_empty() {
+            let _ = write!(
+                self.body,
+                "<text class=\"sub\" x=\"8\" y=\"{:.1}\">{}</text>",
+                y + 24.0,
+                esc(sub)
+            );
+        }
+    }
+}
+
+fn chart(a: &Analysis) -> String {
+    let p = &a.picture;
+    let mut c = Canvas {
+        end_s: p.end_s.max(1e-3),
+        y: 0.0,
+        body: String::new(),
+    };
+    // Time axis.
+    let ticks = ticks(c.end_s);
+    let axis_y = 18.0;
+    let step = ticks.get(1).copied().unwrap_or(1.0);
+    for &t in &ticks {
+        let _ = write!(
+            c.body,
+            "<text x=\"{:.1}\" y=\"12\" text-anchor=\"middle\">{}</text>",
+            c.x(t),
+            tick_label(t, step)
+        );
+    }
+    let _ = write!(
+        c.body,
+        "<line class=\"axis\" x1=\"{GUTTER}\" x2=\"{:.1}\" y1=\"{axis_y}\" y2=\"{axis_y}\"/>",
+        WIDTH - RIGHT
+    );
+    c.y = axis_y + 4.0;
+
+    // Labels of markers, on rows where they do not collide; the most telling first.
+    let labels_top = c.y;
+    c.y += LABEL_ROWS as f64 * LABEL_ROW_H + 4.0;
+    let glyph_y = {
+        // Processes lane first, so the events row sits under the bands.
+        let top = c.y;
+        let rows = p.bands.iter().map(|b| b.row + 1).max().unwrap_or(0);
+        let h = ((rows.max(1) as f64) * 18.0).max(28.0);
+        c.lane_label(
+            top,
+            "server",
+            &format!(
+                "{} process{}",
+                p.bands.len(),
+                if p.bands.len() == 1 { "" } else { "es" }
+            ),
+        );
+        for b in &p.bands {
+            let y = top + b.row as f64 * 18.0 + 2.0;
+            let x0 = c.x(b.start_s);
+            let x1 = c.x(b.end_s.unwrap_or(p.end_s)).max(x0 + 1.0);
+            let gone = b.end_s.is_some() && !b.requested;
+            let ran = b.end_s.unwrap_or(p.end_s) - b.start_s;
+            let _ = write!(
+                c.body,
+                "<g><title>pid {}: from t={:.3}s to {}, ran {}{}</title><rect class=\"band{}\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"14\" rx=\"2\"/>",
+                b.pid,
+                b.start_s,
+                b.end_s.map(|e| format!("t={e:.3}s")).unwrap_or_else(|| "the journal's end (still running)".into()),
+                secs(ran),
+                b.meaning.as_deref().map(|m| format!("; {m}")).unwrap_or_default(),
+                if gone { " gone" } else { "" },
+                x1 - x0
+            );
+            if x1 - x0 > 60.0 {
+                let _ = write!(
+                    c.body,
+                    "<text x=\"{:.1}\" y=\"{:.1}\">pid {}</text>",
+                    x0 + 4.0,
+                    y + 11.0,
+                    b.pid
+                );
+            }
+            c.body.push_str("</g>");
+        }
+        c.y = top + h + 4.0;
+        let gy = c.y + 8.0;
+        c.lane_label(c.y - 4.0, "events", "");
+        c.y += 20.0;
+        gy
+    };
+
+    // Levels row, and faint bands behind the request lanes.
+    let level_row = if p.levels.is_empty() {
+        None
+    } else {
+        let y = c.y;
+        c.lane_label(y, "levels", "");
+        c.y += 20.0;
+        Some(y)
+    };
+    let lanes_top = c.y;
+    let mut lanes = String::new();
+    if let Some(agg) = &p.aggregate {
+        for (gi, g) in p.groups.iter().enumerate() {
+            let top = c.y;
+            let total: u64 = g.counts.iter().sum();
+            c.lane_label(top, &lane_name(g), &format!("{} · {total} req", g.name));
+            let peak = agg.counts[gi]
+                .iter()
+                .map(|b| b.iter().sum::<u32>())
+                .max()
+                .unwrap_or(1)
+                .max(1) as f64;
+            let bw = (c.x(agg.bucket_s) - c.x(0.0)).max(1.0);
+            for (bi, b) in agg.counts[gi].iter().enumerate() {
+                let n: u32 = b.iter().sum();
+                if n == 0 {
+                    continue;
+                }
+                let t0 = bi as f64 * agg.bucket_s;
+                let x = c.x(t0);
+                let _ = write!(
+                    lanes,
+                    "<g><title>{}: t={:.2}–{:.2}s: {} ended: {} ok, {} timeout, {} error, {} rejected; longest {}</title>",
+                    esc(&g.name),
+                    t0,
+                    t0 + agg.bucket_s,
+                    n,
+                    b[0],
+                    b[1],
+                    b[2],
+                    b[3],
+                    secs(agg.max_duration_s[gi][bi])
+                );
+                let mut base = top + AGG_LANE_H - 2.0;
+                // Failures on top of the stack, where the eye lands.
+                for ci in [0usize, 3, 1, 2] {
+                    if b[ci] == 0 {
+                        continue;
+                    }
+                    // A few failures among thousands must still show: never thinner than 3 px.
+                    let least = if ci == 0 { 1.0 } else { 3.0 };
+                    let h = (b[ci] as f64 / peak * (AGG_LANE_H - 6.0)).max(least);
+                    base -= h;
+                    let _ = write!(
+                        lanes,
+                        "<rect class=\"{}\" x=\"{x:.1}\" y=\"{base:.1}\" width=\"{bw:.1}\" height=\"{h:.1}\"/>",
+                        CLASS_CSS[ci]
+                    );
+                }
+                lanes.push_str("</g>");
+            }
+            c.y = top + AGG_LANE_H + 4.0;
+        }
+    } else {
+        let mut tops = Vec::new();
+        for g in &p.groups {
+            let rows = g.rows.max(1) as f64;
+            let row_h = (LANE_MAX_H / rows).clamp(2.0, 12.0).floor();
+            let h = (rows * row_h).max(28.0);
+            let total: u64 = g.counts.iter().sum();
+            let workers = format!(
+                "{total} req · {} worker{}",
+                g.rows,
+                if g.rows == 1 { "" } else { "s" }
+            );
+            c.lane_label(c.y, &lane_name(g), &workers);
+            tops.push((c.y, row_h));
+            c.y += h + 4.0;
+        }
+        for s in &p.spans {
+            let (top, row_h) = tops[s.group];
+            let x0 = c.x(s.start_s);
+            let w = (c.x(s.end_s) - x0).max(1.0);
+            let y = top + s.row as f64 * row_h + 0.5;
+            let what = if s.what.is_empty() { "ok" } else { &s.what };
+            let _ = write!(
+                lanes,
+                "<rect class=\"{}\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{:.1}\"><title>#{} worker {}: {} in {} (t={:.3}→{:.3}s)</title></rect>",
+                CLASS_CSS[s.class.index()],
+                (row_h - 1.0).max(1.0),
+                s.id,
+                s.worker,
+                esc(what),
+                secs(s.end_s - s.start_s),
+                s.start_s,
+                s.end_s
+            );
+        }
+    }
+    let lanes_bottom = c.y;
+    if let Some(ly) = level_row {
+        for (i, l) in p.levels.iter().enumerate() {
+            let x0 = c.x(l.start_s);
+            let x1 = c.x(l.end_s.unwrap_or(p.end_s)).max(x0 + 2.0);
+            let _ = write!(
+                c.body,
+                "<rect class=\"levelbg{}\" x=\"{x0:.1}\" y=\"{lanes_top:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>",
+                if i % 2 == 1 { " alt" } else { "" },
+                x1 - x0,
+                (lanes_bottom - lanes_top).max(0.0)
+            );
+            let _ = write!(
+                c.body,
+                "<g><title>level {} (concurrency {}): t={:.3}s to {}; health before {}, after {}{}{}</title><rect class=\"level{}\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"16\"/>",
+                l.index,
+                l.concurrency,
+                l.start_s,
+                l.end_s.map(|e| format!("t={e:.3}s")).unwrap_or_else(|| "the journal's end".into()),
+                esc(&l.health_before),
+                esc(l.health_after.as_deref().unwrap_or("none")),
+                if l.identity_changed { "; the server was restarted under it" } else { "" },
+                l.skipped.as_deref().map(|s| format!("; skipped: {}", esc(s))).unwrap_or_default(),
+                if l.skipped.is_some() { " skipped" } else { "" },
+                ly + 1.0,
+                x1 - x0
+            );
+            if x1 - x0 > 34.0 {
+                let _ = write!(
+                    c.body,
+                    "<text x=\"{:.1}\" y=\"{:.1}\">c={}</text>",
+                    x0 + 3.0,
+                    ly + 13.0,
+                    l.concurrency
+                );
+            }
+            c.body.push_str("</g>");
+        }
+    }
+    let _ = write!(
+        c.body,
+        "<g id=\"lanes\" class=\"{}\">{lanes}</g>",
+        if p.aggregate.is_some() {
+            "agg"
+        } else {
+            "spans"
+        }
+    );
+    if p.groups.is_empty() {
+        let _ = write!(
+            c.body,
+            "<text class=\"sub\" x=\"{GUTTER}\" y=\"{:.1}\">no requests in this journal (wrap records the server's lifecycle; load and soak add requests)</text>",
+            c.y + 12.0
+        );
+        c.y += 20.0;
+    }
+
+    // Health probes.
+    if !p.probes.is_empty() {
+        let y = c.y;
+        c.lane_label(y, "health", "");
+        for h in &p.probes {
+            let _ = write!(
+                c.body,
+                "<circle class=\"{}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\"><title>t={:.3}s health ({}): {} in {}</title></circle>",
+                if h.healthy { "probe-ok" } else { "probe-bad" },
+                c.x(h.t_s),
+                y + 9.0,
+                h.t_s,
+                esc(&h.purpose),
+                esc(&h.result),
+                secs(h.duration_s)
+            );
+        }
+        c.y += 22.0;
+    }
+    let markers_bottom = c.y;
+
+    // Resource charts on the same time scale.
+    for s in &p.series {
+        series_chart(&mut c, s);
+    }
+
+    // Markers: glyphs on the events row, full-height lines for exits and timer deadlines, and labels.
+    let mut lines = String::new();
+    let mut glyphs = String::new();
+    for m in &p.markers {
+        let x = c.x(m.t_s);
+        match m.kind {
+            MarkerKind::Exit => {
+                let _ = write!(
+                    lines,
+                    "<line class=\"exit{}\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{labels_top:.1}\" y2=\"{markers_bottom:.1}\"><title>{}</title></line>",
+                    if m.severity == "bad" { "" } else { " asked" },
+                    esc(&m.text)
+                );
+            }
+            MarkerKind::TimerDeadline => {
+                let _ = write!(
+                    lines,
+                    "<line class=\"deadline\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{labels_top:.1}\" y2=\"{markers_bottom:.1}\"><title>{}</title></line>",
+                    esc(&m.text)
+                );
+            }
+            kind => {
+                let class = match kind {
+                    MarkerKind::Log => "g-log",
+                    MarkerKind::Restart => "g-restart",
+                    MarkerKind::Spawn | MarkerKind::Ready if m.severity == "info" => "g-spawn",
+                    _ if m.severity == "bad" => "g-bad",
+                    _ => "g-other",
+                };
+                let shape = match kind {
+                    MarkerKind::Log => format!(
+                        "<path class=\"{class}\" d=\"M{x:.1} {:.1}l5 5-5 5-5-5z\"/>",
+                        glyph_y - 5.0
+                    ),
+                    MarkerKind::Spawn => format!(
+                        "<path class=\"{class}\" d=\"M{x:.1} {:.1}l8 5-8 5z\"/>",
+                        glyph_y - 5.0
+                    ),
+                    _ => format!(
+                        "<circle class=\"{class}\" cx=\"{x:.1}\" cy=\"{glyph_y:.1}\" r=\"4.5\"/>"
+                    ),
+                };
+                let _ = write!(glyphs, "<g><title>{}</title>{shape}</g>", esc(&m.text));
+            }
+        }
+    }
+    c.body.push_str(&lines);
+    c.body.push_str(&glyphs);
+    c.body.push_str(&marker_labels(&c, p, labels_top, glyph_y));
+
+    // Gridlines go under everything: prepend.
+    let height = c.y + 8.0;
+    let mut grid = String::new();
+    for &t in &ticks {
+        let x = c.x(t);
+        let _ = write!(
+            grid,
+            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{axis_y}\" y2=\"{height:.1}\"/>"
+        );
+    }
+    let mut svg = String::with_capacity(c.body.len() + grid.len() + 512);
+    let _ = write!(
+        svg,
+        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" data-end-s=\"{}\" data-gutter=\"{GUTTER}\" data-plot-w=\"{}\">",
+        c.end_s,
+        WIDTH - GUTTER - RIGHT
+    );
+    svg.push_str(&grid);
+    svg.push_str(&c.body);
+    let _ = write!(
+        svg,
+        "<line id=\"cursor\" x1=\"-10\" x2=\"-10\" y1=\"{axis_y}\" y2=\"{height:.1}\"/><text id=\"cursor-t\" x=\"-100\" y=\"30\"></text></svg>"
+    );
+    svg
+}
+
+/// A level's lane is named by its concurrency, the figure people compare; others by their group.
+fn lane_name(g: &Group) -> String {
+    match g.concurrency {
+        Some(c) => format!("concurrency {c}"),
+        None => g.name.clone(),
+    }
+}
+
+/// Places marker labels on the label rows, most telling first, skipping any that would collide (the
+/// glyph and its hover text remain).
+fn marker_labels(c: &Canvas, p: &Picture, top: f64, glyph_y: f64) -> String {
+    let rank = |k: MarkerKind| match k {
+        MarkerKind::TimerDeadline => 0,
+        MarkerKind::Exit => 1,
+        MarkerKind::Log => 2,
+        MarkerKind::Restart | MarkerKind::Fault => 3,
+        _ => 4,
+    };
+    let mut order: Vec<_> = p.markers.iter().collect();
+    order.sort_by_key(|m| rank(m.kind));
+    let mut taken: Vec<Vec<(f64, f64)>> = vec![Vec::new(); LABEL_ROWS];
+    let mut out = String::new();
+    for m in order {
+        let x = c.x(m.t_s);
+        let w = m.label.chars().count() as f64 * 6.3 + 6.0;
+        // Labels read rightwards from their line, unless that runs off the chart.
+        let (x0, anchor) = if x + w > WIDTH - 2.0 {
+            (x - w, "end")
+        } else {
+            (x, "start")
+        };
+        let span = (x0 - 2.0, x0 + w);
+        let Some(row) =
+            (0..LABEL_ROWS).find(|&r| taken[r].iter().all(|&(a, b)| span.1 <= a || span.0 >= b))
+        else {
+            continue;
+        };
+        taken[row].push(span);
+        let y = top + row as f64 * LABEL_ROW_H + 11.0;
+        let class = match (m.kind, m.severity.as_str()) {
+            (MarkerKind::TimerDeadline, _) => "lbl-deadline",
+            (_, "bad") => "lbl-bad",
+            (_, "warn") => "lbl-warn",
+            _ => "lbl-info",
+        };
+        if !matches!(m.kind, MarkerKind::Exit | MarkerKind::TimerDeadline) {
+            let _ = write!(
+                out,
+                "<line class=\"lead\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
+                y + 2.0,
+                glyph_y - 5.0
+            );
+        }
+        let tx = if anchor == "end" { x - 3.0 } else { x + 3.0 };
+        let _ = write!(
+            out,
+            "<text class=\"{class}\" x=\"{tx:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\"><title>{}</title>{}</text>",
+            esc(&m.text),
+            esc(&m.label)
+        );
+    }
+    out
+}
+
+fn series_chart(c: &mut Canvas, s: &Series) {
+    let top = c.y;
+    let max = s.max();
+    c.lane_label(top, &s.name, &format!("max {}", amount(max, s.unit)));
+    let _ = write!(
+        c.body,
+        "<rect class=\"chartbg\" x=\"{GUTTER}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{CHART_H}\"/>",
+        WIDTH - GUTTER - RIGHT
+    );
+    let scale = if max > 0.0 { max * 1.08 } else { 1.0 };
+    for seg in &s.segments {
+        if seg.is_empty() {
+            continue;
+        }
+        c.body.push_str("<polyline class=\"series\" points=\"");
+        for &(t, v) in seg {
+            let _ = write!(
+                c.body,
+                "{:.1},{:.1} ",
+                c.x(t),
+                top + CHART_H - v / scale * (CHART_H - 2.0)
+            );
+        }
+        let (lt, lv) = seg[seg.len() - 1];
+        let _ = write!(
+            c.body,
+            "\"><title>{}: last {} at t={lt:.1}s</title></polyline>",
+            esc(&s.name),
+            amount(lv, s.unit)
+        );
+    }
+    c.y = top + CHART_H + 6.0;
+}
+
+/// A figure with its unit, as a person reads it.
+fn amount(v: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Bytes => {
+            let mib = v / (1024.0 * 1024.0);
+            if mib >= 1024.0 {
+                format!("{:.2} GiB", mib / 1024.0)
+            } else if mib >= 1.0 {
+                format!("{mib:.1} MiB")
+            } else {
+                format!("{:.0} KiB", v / 1024.0)
+            }
+        }
+        Unit::Percent => format!("{v:.1}%"),
+        Unit::Count => format!("{v:.0}"),
+        Unit::Celsius => format!("{v:.0} °C"),
+        Unit::Watts => format!("{v:.0} W"),
+        Unit::Plain => format!("{v}"),
+    }
+}
+
+/// About ten round tick values from 0 to `end`.
+fn ticks(end: f64) -> Vec<f64> {
+    let raw = end / 10.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    (0..)
+        .map(|i| i as f64 * step)
+        .take_while(|t| *t <= end + 1e-9)
+        .collect()
+}
+
+/// Seconds with as many decimals as the step needs, the same unit on every tick.
+fn tick_label(t: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    format!("{t:.decimals$}s")
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Escapes text for HTML and SVG, attributes included.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push('\u{FFFD}'),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// A time cursor that follows the mouse and reads out t; it marks the page as rendered when it ran,
+/// which is how the headless-browser test knows the script threw nothing.
+const SCRIPT: &str = r#"<script>
+(function(){
+  var svg=document.getElementById('timeline');
+  var line=document.getElementById('cursor'),label=document.getElementById('cursor-t');
+  var end=parseFloat(svg.dataset.endS),g=parseFloat(svg.dataset.gutter),w=parseFloat(svg.dataset.plotW);
+  svg.addEventListener('mousemove',function(ev){
+    var pt=svg.createSVGPoint();pt.x=ev.clientX;pt.y=ev.clientY;
+    var p=pt.matrixTransform(svg.getScreenCTM().inverse());
+    if(p.x<g||p.x>g+w){line.setAttribute('x1',-10);line.setAttribute('x2',-10);label.textContent='';return;}
+    var t=(p.x-g)/w*end;
+    line.setAttribute('x1',p.x);line.setAttribute('x2',p.x);
+    label.setAttribute('x',p.x+4);label.textContent='t='+t.toFixed(3)+'s';
+  });
+  document.documentElement.setAttribute('data-witness-rendered','yes');
+})();
+</script>
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::analyze;
+    use crate::analyze::tests::{end, exit, loaded, spawn};
+    use crate::journal::{ErrorKind, Event, Outcome, Stream};
+
+    fn seed_like() -> Analysis {
+        let req = |id, w, start: f64, end: f64, o| {
+            (
+                end,
+                Event::Request {
+                    id,
+                    group: "L4".into(),
+                    worker: w,
+                    start_s: start,
+                    duration_s: end - start,
+                    outcome: o,
+                    status: None,
+                    scheduled_s: None,
+                    detail: None,
+                },
+            )
+        };
+        let reset = Outcome::Error {
+            error: ErrorKind::Reset,
+            status: None,
+        };
+        analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            req(1, 0, 1.0, 2.5, Outcome::Ok),
+            (
+                6.0,
+                Event::Log {
+                    pid: Some(7),
+                    stream: Stream::Stderr,
+                    line: "[oi] process watchdog: force-exiting after 6s (exit 124) <&>".into(),
+                    label: "watchdog".into(),
+                    truncated: false,
+                    timer_s: Some(6.0),
+                },
+            ),
+            (6.01, exit(7, 124, 6.01, false)),
+            req(2, 1, 3.0, 6.02, reset.clone()),
+            req(3, 2, 3.5, 6.02, reset),
+            (6.5, end()),
+        ]))
+    }
+
+    #[test]
+    fn the_page_is_self_contained_and_shows_the_exit_the_log_line_and_the_suspicion() {
+        let html = page(&seed_like());
+        for needle in ["http://", "https://", "src=", "<link", "@import"] {
+            let outside = html
+                .match_indices(needle)
+                .any(|(i, _)| !html[..i].ends_with("xmlns=\""));
+            assert!(!outside, "the page reaches out with {needle:?}");
+        }
+        assert!(html.contains(">exit 124</text>"), "an exit label");
+        assert!(html.contains("class=\"exit\""), "an unrequested exit line");
+        assert!(html.contains("force-exiting after 6s (exit 124) &lt;&amp;&gt;"));
+        assert!(html.contains(">6s timer</text>"), "the deadline label");
+        assert!(html.contains("class=\"sus\">! pid 7 exited at age 6.01 s"));
+        let errors = html.matches("<rect class=\"error\"").count();
+        assert_eq!(errors, 2, "the two requests that died at the watchdog");
+        assert!(html.contains("<rect class=\"ok\""));
+        assert!(!html.contains("class=\"partial\""));
+    }
+
+    #[test]
+    fn a_partial_run_says_so_at_the_top() {
+        let mut a = seed_like();
+        a.partial = Some("partial: journal ends at t=6.500s".into());
+        let html = page(&a);
+        assert!(html
+            .contains("<p class=\"partial\" id=\"partial\">partial: journal ends at t=6.500s</p>"));
+        assert!(html.contains("<title>witness wrap timeline (partial)</title>"));
+    }
+
+    #[test]
+    fn the_deadline_line_sits_where_the_timer_fires() {
+        let a = seed_like();
+        let html = page(&a);
+        let x = format!(
+            "{:.1}",
+            GUTTER + 6.0 / a.picture.end_s * (WIDTH - GUTTER - RIGHT)
+        );
+        assert!(
+            html.contains(&format!("<line class=\"deadline\" x1=\"{x}\"")),
+            "deadline at x={x}"
+        );
+    }
+
+    #[test]
+    fn tick_labels_keep_one_unit() {
+        assert_eq!(tick_label(300.0, 100.0), "300s");
+        assert_eq!(tick_label(1.5, 0.5), "1.5s");
+        assert_eq!(tick_label(0.04, 0.02), "0.04s");
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(
+            ticks(10.0),
+            [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
+        );
+        assert_eq!(ticks(95.0)[1], 10.0);
+        assert_eq!(ticks(4.2)[1], 0.5);
+    }
+
+    #[test]
+    fn a_journal_with_nothing_in_it_still_renders() {
+        let html = page(&analyze(&loaded(vec![])));
+        assert!(html.contains("no requests in this journal"));
+        assert!(html.ends_with("</html>\n"));
+    }
+}
