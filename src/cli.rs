@@ -176,7 +176,8 @@ pub struct WrapArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,
-    /// How often the server's resources (process tree or container stats, GPUs) are read.
+    /// How often the server's resources (process tree or container stats, GPUs) are read. The
+    /// engine collects a container's stats once a second, so they come no faster than that.
     #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
     pub sample_interval: Duration,
     /// The server to run, after `--` (with --image: the container's command).

@@ -83,11 +83,17 @@ fn a_watchdog_exit_124_in_a_container_gives_the_same_findings_as_a_process() {
             .args(["--port", "0", "--watchdog", "2s"]),
         Duration::from_secs(20),
     );
+    let html = cdir.join("t.html");
     let container = run_bounded(
         &mut wrap_image(
             &scope,
             &cdir,
-            &[],
+            &[
+                "--sample-interval",
+                "250ms",
+                "--html",
+                html.to_str().unwrap(),
+            ],
             &["--bind", "0.0.0.0", "--watchdog", "2s"],
         ),
         Duration::from_secs(30),
@@ -119,10 +125,15 @@ fn a_watchdog_exit_124_in_a_container_gives_the_same_findings_as_a_process() {
     assert_eq!(spawn["container_id"].as_str().unwrap().len(), 64);
     let exit = events(&j, "exit")[0];
     assert_eq!(exit["oom_killed"], false);
+    // The engine collects stats once a second: a 2 s life has one or two.
     assert!(
         !events(&j, "container_sample").is_empty(),
         "stats were sampled"
     );
+    let page = std::fs::read_to_string(&html).unwrap();
+    for chart in ["container memory", "container CPU", "container pids"] {
+        assert!(page.contains(chart), "the HTML report charts {chart}");
+    }
     assert!(
         scope.containers().is_empty(),
         "witness removed the container it made"

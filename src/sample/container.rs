@@ -1,36 +1,70 @@
-//! The container sampler: memory, CPU and PIDs of a container, from the engine's one-shot stats.
+//! The container sampler: memory, CPU and PIDs of a container, from the engine's stats stream.
+//!
+//! The engine collects a container's stats once a second, whatever is asked: even a one-shot request
+//! waits for the collector's next round, up to a second, which would hold up every other sampler in
+//! the loop. So the sampler keeps one stats stream open in the background and each [`Sampler::sample`]
+//! takes the newest reading not yet journalled, at once (none when the engine has sent nothing new:
+//! the journal holds the engine's readings, never repeats of them).
 //!
 //! Memory is usage minus page cache, as `docker stats` shows it (`cache` on cgroup v1,
 //! `inactive_file` on cgroup v2): page cache the kernel can drop is not the server's memory. CPU % is
-//! Docker's formula, computed from this reading and the previous one (one-shot stats carry no
-//! previous reading, and asking the engine for one costs a second per sample): the container's CPU
-//! time over the host's, times the CPUs online.
+//! Docker's formula over consecutive readings: the container's CPU time over the host's, times the
+//! CPUs online.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use bollard::models::ContainerStatsResponse;
 use bollard::query_parameters::StatsOptions;
 use bollard::Docker;
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
+use tokio::sync::watch;
 
 use super::Sampler;
 use crate::journal::Event;
 
 pub struct ContainerSampler {
-    docker: Docker,
     id: String,
+    latest: watch::Receiver<Option<Reading>>,
+    task: tokio::task::JoinHandle<()>,
     /// The previous reading's (container CPU ns, host CPU ns).
     last: Option<(u64, u64)>,
 }
 
 impl ContainerSampler {
+    /// Starts following the container's stats (call inside the runtime).
     pub fn new(docker: Docker, id: String) -> Self {
+        let (tx, latest) = watch::channel(None);
+        let cid = id.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let opts = StatsOptions {
+                    stream: true,
+                    one_shot: false,
+                };
+                let mut stream = docker.stats(&cid, Some(opts));
+                while let Some(Ok(s)) = stream.next().await {
+                    if let Some(r) = reading(&s) {
+                        tx.send_replace(Some(r));
+                    }
+                }
+                // The stream ends when the container stops; a restart brings it back.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
         Self {
-            docker,
             id,
+            latest,
+            task,
             last: None,
         }
+    }
+}
+
+impl Drop for ContainerSampler {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
@@ -97,15 +131,10 @@ impl Sampler for ContainerSampler {
 
     fn sample(&mut self) -> BoxFuture<'_, Vec<Event>> {
         Box::pin(async move {
-            let opts = StatsOptions {
-                stream: false,
-                one_shot: true,
-            };
-            let Some(Ok(stats)) = self.docker.stats(&self.id, Some(opts)).next().await else {
+            if !self.latest.has_changed().unwrap_or(false) {
                 return vec![];
-            };
-            let Some(r) = reading(&stats) else {
-                self.last = None;
+            }
+            let Some(r) = self.latest.borrow_and_update().clone() else {
                 return vec![];
             };
             let cpu_pct = match (self.last, r.cpu) {
