@@ -22,8 +22,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run the server under test as a child: pass its output through, journal its lifecycle, restart
-    /// it by policy, and print an annotated kill/restart timeline. Exits with the child's status.
+    /// Run the server under test as a child (or in a Docker container, or watch a running one): pass
+    /// its output through, journal its lifecycle, restart it by policy, and print an annotated
+    /// kill/restart timeline. Exits with the server's status.
     Wrap(Box<WrapArgs>),
     /// Drive an honest concurrency ladder: one outcome and one duration per request, health and the
     /// server's identity before and after every level, and the seed's pass rule.
