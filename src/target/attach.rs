@@ -68,7 +68,7 @@ impl Attach {
                 // and every process's fds, which costs the server CPU under load) runs every
                 // FULL_EVERY polls, or as soon as the known process is gone.
                 let known = seen_at.as_ref().map(|(i, _)| i.clone());
-                let full = polls % FULL_EVERY == 0;
+                let full = polls.is_multiple_of(FULL_EVERY);
                 let now = tokio::task::spawn_blocking(move || match known {
                     Some(k) if !full && identity_of(k.pid).as_ref() == Some(&k) => Some(k),
                     _ => listener_of(port),
