@@ -360,3 +360,25 @@ fn ctrl_c_mid_run_keeps_what_was_measured_labelled_partial_and_stops_the_server(
         !alive(server)
     });
 }
+
+#[test]
+fn a_target_unhealthy_before_the_first_level_is_refused_with_exit_3() {
+    let dir = tempdir("unhealthy");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let _server =
+        Bg::start(Command::new(toy()).args(["--port", &port, "--health-fail-after", "0"]));
+    wait_listening(port.parse().unwrap());
+    let url = format!("http://127.0.0.1:{port}/call");
+    let out = load(&["--url", &url], &r);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unhealthy before the first level"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("answered 500"), "{stderr}");
+    let report = json(&r);
+    assert_eq!(report["verdict"], "refused");
+    assert!(levels(&report).is_empty());
+}
