@@ -302,3 +302,83 @@ fn localhost_resolving_to_an_unused_ipv6_first_is_named_with_the_fix() {
     }
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn ctrl_c_mid_run_keeps_what_was_measured_labelled_partial_and_stops_the_server() {
+    let dir = tempdir("int");
+    let (r, j) = (dir.join("r.json"), dir.join("j.jsonl"));
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/call");
+    let child = Command::new(witness())
+        .args([
+            "load",
+            "--url",
+            &url,
+            "--levels",
+            "1,4",
+            "--timeout",
+            "20s",
+            "--report",
+        ])
+        .arg(&r)
+        .arg("--journal")
+        .arg(&j)
+        .arg("--")
+        .arg(toy())
+        .args(["--port", &port, "--call", "sleep:300ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the first level has finished and the second is under way.
+    wait_until("level 1 to end", Duration::from_secs(20), || {
+        std::fs::read_to_string(&j).is_ok_and(|t| t.contains("\"kind\":\"level_end\""))
+    });
+    let server = journal_lines(&j)
+        .iter()
+        .find(|l| l["kind"] == "spawn")
+        .map(|l| l["pid"].as_i64().unwrap() as i32)
+        .unwrap();
+    kill(child.id() as i32, 2);
+    let out = wait_bounded(child, Duration::from_secs(20));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&r);
+    assert_eq!(report["partial"], true);
+    assert!(report["partial_reason"]
+        .as_str()
+        .unwrap()
+        .contains("interrupted by SIGINT"));
+    // Level 1 was measured before the interrupt and is all there.
+    assert_eq!(levels(&report)[0]["counts"]["ok"], 1);
+    assert_eq!(levels(&report)[0]["verdict"], "pass");
+    wait_until("the server to be stopped", Duration::from_secs(5), || {
+        !alive(server)
+    });
+}
+
+#[test]
+fn a_target_unhealthy_before_the_first_level_is_refused_with_exit_3() {
+    let dir = tempdir("unhealthy");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let _server =
+        Bg::start(Command::new(toy()).args(["--port", &port, "--health-fail-after", "0"]));
+    wait_listening(port.parse().unwrap());
+    let url = format!("http://127.0.0.1:{port}/call");
+    let out = load(&["--url", &url], &r);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unhealthy before the first level"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("answered 500"), "{stderr}");
+    let report = json(&r);
+    assert_eq!(report["verdict"], "refused");
+    assert!(levels(&report).is_empty());
+}

@@ -199,6 +199,16 @@ async fn measure(
             f.host, f.port
         ),
     }
+    // A target unhealthy before the first level: nothing could be measured honestly (a later level
+    // that finds the server wedged is skipped instead, since earlier levels did measure).
+    let first = prober.probe_journalled(journal, "before the ladder").await;
+    if !first.healthy() {
+        return refuse_with(format!(
+            "the target was unhealthy before the first level: {} answered {} (not 200)",
+            prober.url,
+            first.text()
+        ));
+    }
     let ids = Arc::new(AtomicU64::new(0));
     for (index, &n) in cfg.levels.iter().enumerate() {
         run_level(cfg, index as u32, n, target, prober, journal, &ids).await;
