@@ -328,10 +328,7 @@ impl Container {
     }
 
     pub fn identity(&self) -> Option<Identity> {
-        match &*self.state.borrow() {
-            State::Running(id) => Some(id.clone()),
-            _ => None,
-        }
+        self.state.borrow().identity()
     }
 
     /// Waits until the container is gone for good (or witness let go of it); removes an owned one

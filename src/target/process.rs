@@ -75,6 +75,16 @@ pub enum State {
     },
 }
 
+impl State {
+    /// Who is running now, if anyone.
+    pub fn identity(&self) -> Option<Identity> {
+        match self {
+            State::Running(id) => Some(id.clone()),
+            _ => None,
+        }
+    }
+}
+
 pub struct Supervisor {
     ctl: mpsc::UnboundedSender<Control>,
     state: watch::Receiver<State>,
@@ -120,10 +130,7 @@ impl Supervisor {
 
     /// The current identity, when a process is running.
     pub fn identity(&self) -> Option<Identity> {
-        match &*self.state.borrow() {
-            State::Running(id) => Some(id.clone()),
-            _ => None,
-        }
+        self.state.borrow().identity()
     }
 
     pub fn send(&self, c: Control) {
