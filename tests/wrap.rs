@@ -321,3 +321,40 @@ fn a_grandchild_holding_the_pipes_is_reported_as_a_leak_and_does_not_outlive_the
         || !alive(gc),
     );
 }
+
+#[test]
+fn a_second_ctrl_c_kills_a_child_that_ignores_the_first_at_once() {
+    let dir = tempdir("int2");
+    let (ready, j) = (dir.join("ready"), dir.join("j.jsonl"));
+    let script = format!("trap '' INT; touch {}; sleep 60", ready.display());
+    let child = Command::new(witness())
+        .args(["wrap", "--grace", "30s", "--journal"])
+        .arg(&j)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the child to ignore SIGINT",
+        Duration::from_secs(10),
+        || ready.exists(),
+    );
+    kill(child.id() as i32, 2);
+    wait_until(
+        "the first SIGINT to be forwarded",
+        Duration::from_secs(5),
+        || std::fs::read_to_string(&j).is_ok_and(|t| t.contains("\"signal\":\"SIGINT\"")),
+    );
+    kill(child.id() as i32, 2);
+    let t = Instant::now();
+    let out = wait_bounded(child, Duration::from_secs(10));
+    assert!(t.elapsed() < Duration::from_secs(5), "not the 30 s grace");
+    assert_eq!(
+        out.status.code(),
+        Some(137),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("asked twice to stop"));
+}
