@@ -22,9 +22,10 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run the server under test as a child: pass its output through, journal its lifecycle, restart
-    /// it by policy, and print an annotated kill/restart timeline. Exits with the child's status.
-    Wrap(WrapArgs),
+    /// Run the server under test as a child (or in a Docker container, or watch a running one): pass
+    /// its output through, journal its lifecycle, restart it by policy, and print an annotated
+    /// kill/restart timeline. Exits with the server's status.
+    Wrap(Box<WrapArgs>),
     /// Drive an honest concurrency ladder: one outcome and one duration per request, health and the
     /// server's identity before and after every level, and the seed's pass rule.
     Load(Box<LoadArgs>),
@@ -78,6 +79,13 @@ pub struct SuperviseArgs {
     pub grace: Duration,
 }
 
+impl SuperviseArgs {
+    /// The `--timer` values in seconds, as the journal's settings carry them.
+    pub fn timers_s(&self) -> Vec<f64> {
+        self.timer.iter().map(|d| d.as_secs_f64()).collect()
+    }
+}
+
 /// Where the run's records go.
 #[derive(Args, Debug, Clone)]
 pub struct OutputArgs {
@@ -112,19 +120,73 @@ pub enum GpuMode {
     Off,
 }
 
+/// The server in a Docker container instead of a child process (shared by wrap, load and soak).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Container target (Docker)")]
+pub struct ContainerArgs {
+    /// Run the server in a new container from this image (already on the engine; witness never
+    /// pulls). Arguments after `--` become its command. The container is removed at the end unless
+    /// --keep.
+    #[arg(long, value_name = "IMAGE", conflicts_with = "container")]
+    pub image: Option<String>,
+    /// Watch a running container by name or id, without owning it: its logs, lifecycle and stats are
+    /// journalled, and it is never stopped, signalled or removed.
+    #[arg(long, value_name = "NAME|ID")]
+    pub container: Option<String>,
+    /// Memory limit of the new container (512m, 1g; b/k/m/g as docker takes them). Swap is capped at
+    /// the same value, so the limit is what the server gets.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE", requires = "image")]
+    pub memory: Option<i64>,
+    /// CPUs the new container may use (1.5 = one and a half cores).
+    #[arg(long, value_parser = parse_cpus, value_name = "N", requires = "image")]
+    pub cpus: Option<f64>,
+    /// Environment of the new container: K=V, or K alone to pass witness's own value (repeatable).
+    #[arg(long = "env", value_name = "K=V", requires = "image")]
+    pub env: Vec<String>,
+    /// Publish a container port: HOST:CONTAINER or IP:HOST:CONTAINER (repeatable). Without an IP
+    /// the port is bound on 127.0.0.1 only.
+    #[arg(long = "publish", value_parser = crate::target::container::Publish::parse, value_name = "HOST:CONTAINER", requires = "image")]
+    pub publish: Vec<crate::target::container::Publish>,
+    /// Docker's own restart policy for the new container: no, on-failure[:N], always, unless-stopped.
+    /// witness counts the engine's restarts (its --restart is for child processes only).
+    #[arg(long = "docker-restart", value_parser = crate::target::container::DockerRestart::parse, value_name = "POLICY", requires = "image")]
+    pub docker_restart: Option<crate::target::container::DockerRestart>,
+    /// Leave the new container in place at the end (stopped), for `docker logs` or `docker inspect`.
+    #[arg(long, requires = "image")]
+    pub keep: bool,
+    /// A label on the new container: K=V (repeatable); every container witness creates also carries
+    /// `witness.owner=witness`.
+    #[arg(long = "label", value_name = "K=V", requires = "image")]
+    pub labels: Vec<String>,
+    /// The Docker engine to use (unix:///path/docker.sock, tcp://HOST:2375); default: $DOCKER_HOST,
+    /// else unix:///var/run/docker.sock.
+    #[arg(long = "docker-host", value_name = "URL")]
+    pub docker_host: Option<String>,
+}
+
+impl ContainerArgs {
+    /// Whether the server runs in (or is) a container.
+    pub fn is_container(&self) -> bool {
+        self.image.is_some() || self.container.is_some()
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct WrapArgs {
     #[command(flatten)]
     pub supervise: SuperviseArgs,
     #[command(flatten)]
+    pub container: ContainerArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,
-    /// How often the server's resources (process tree, GPUs) are read.
+    /// How often the server's resources (process tree or container stats, GPUs) are read. The
+    /// engine collects a container's stats once a second, so they come no faster than that.
     #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
     pub sample_interval: Duration,
-    /// The server to run, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The server to run, after `--` (with --image: the container's command).
+    #[arg(last = true, required_unless_present_any = ["image", "container"], value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -166,6 +228,9 @@ pub struct LoadArgs {
     /// The cliff rule: max ok duration at n ≤ n × (per-request max at the lowest level) × factor.
     #[arg(long, default_value_t = 1.5)]
     pub factor: f64,
+    /// Added to the cliff rule's allowance: below this, a difference is scheduling noise.
+    #[arg(long, value_parser = parse_duration, default_value = "50ms")]
+    pub cliff_slack: Duration,
     /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     pub max_connect_floor: Duration,
@@ -195,9 +260,11 @@ pub struct LoadArgs {
     #[command(flatten)]
     pub supervise: SuperviseArgs,
     #[command(flatten)]
+    pub container: ContainerArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
-    /// Start the server with this command (after `--`); without it, attach to whatever listens on
-    /// the URL's port.
+    /// Start the server with this command (after `--`; with --image, the container's command);
+    /// without a command, --image or --container, attach to whatever listens on the URL's port.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
@@ -243,9 +310,11 @@ pub struct SoakArgs {
     #[command(flatten)]
     pub supervise: SuperviseArgs,
     #[command(flatten)]
+    pub container: ContainerArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
-    /// Start the server with this command (after `--`); without it, attach to whatever listens on
-    /// the base URL's port.
+    /// Start the server with this command (after `--`; with --image, the container's command);
+    /// without a command, --image or --container, attach to whatever listens on the base URL's port.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
@@ -308,6 +377,46 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Sizes the way docker takes them: bytes, or with b/k/m/g (KiB, MiB, GiB); `512m`, `1g`, `1.5g`.
+pub fn parse_size(s: &str) -> Result<i64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b').filter(|r| r.ends_with(['k', 'm', 'g'])))
+        .unwrap_or(&t);
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size; write it like 64m, 512m or 1g"))?;
+    let mult = match unit {
+        "" | "b" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        u => return Err(format!("{s:?}: unknown unit {u:?}; use b, k, m or g")),
+    };
+    let bytes = (n * mult).round();
+    // The engine refuses limits under 6 MiB; say so here, naming the value.
+    if !(bytes >= 6.0 * 1024.0 * 1024.0 && bytes < i64::MAX as f64) {
+        return Err(format!(
+            "{s:?} is not a usable memory limit (the engine needs at least 6m)"
+        ));
+    }
+    Ok(bytes as i64)
+}
+
+fn parse_cpus(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(n) if n > 0.0 && n.is_finite() => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a CPU count; write it like 1, 0.5 or 2.5"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +430,32 @@ mod tests {
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         let e = parse_duration("soon").unwrap_err();
         assert!(e.contains("like 100ms"), "{e}");
+    }
+
+    #[test]
+    fn sizes_read_the_way_docker_takes_them() {
+        assert_eq!(parse_size("32m").unwrap(), 32 << 20);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("8mb").unwrap(), 8 << 20);
+        assert!(parse_size("1k").unwrap_err().contains("at least 6m"));
+        assert!(parse_size("lots").unwrap_err().contains("like 64m"));
+        assert!(parse_size("5x").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn container_flags_need_an_image_and_wrap_takes_image_or_command() {
+        let ok = Cli::try_parse_from(["witness", "wrap", "--image", "img", "--memory", "32m"]);
+        assert!(ok.is_ok(), "{ok:?}");
+        let e =
+            Cli::try_parse_from(["witness", "wrap", "--memory", "32m", "--", "srv"]).unwrap_err();
+        assert!(e.to_string().contains("--image"), "{e}");
+        let e = Cli::try_parse_from(["witness", "wrap", "--image", "a", "--container", "b"])
+            .unwrap_err();
+        assert!(e.to_string().contains("cannot be used with"), "{e}");
+        assert!(Cli::try_parse_from(["witness", "wrap"]).is_err());
+        assert!(Cli::try_parse_from(["witness", "wrap", "--container", "c"]).is_ok());
     }
 
     #[test]

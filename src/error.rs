@@ -4,7 +4,7 @@
 //! |------|---------|
 //! | 0    | load/soak: every level passed |
 //! | 1    | load/soak: a verdict failed or a level was skipped |
-//! | 2    | bad usage or configuration |
+//! | 2    | bad usage or configuration (also: no Docker engine answers, an image not on the engine) |
 //! | 3    | the harness could not measure honestly (connect floor, target unhealthy, no GPU) |
 //! | 125  | wrap: witness itself failed (as `timeout` and `docker run` do) |
 //! | 126/127 | wrap: the command could not be executed / was not found |

@@ -307,6 +307,9 @@ pub struct LoadSettings {
     pub connect_timeout_s: f64,
     pub settle_s: f64,
     pub factor: f64,
+    /// Added to the cliff rule's allowance: differences this small are scheduling noise, not a cliff.
+    #[serde(default)]
+    pub cliff_slack_s: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,7 +15,7 @@ pub mod target;
 /// Runs one subcommand; returns witness's exit code.
 pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {
     match cli.command {
-        cli::Command::Wrap(args) => cmd::wrap::run(args).await,
+        cli::Command::Wrap(args) => cmd::wrap::run(*args).await,
         cli::Command::Load(args) => cmd::load::run(*args).await,
         cli::Command::Soak(args) => cmd::soak::run(*args).await,
         cli::Command::Report(args) => cmd::report::run(args),

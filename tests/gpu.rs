@@ -43,6 +43,8 @@ fn wrap(c: &mut Command, report: &Path, gpu: &str) -> Output {
     .arg(report)
     .arg("--journal")
     .arg(report.with_extension("jsonl"))
+    .arg("--html")
+    .arg(report.with_extension("html"))
     .arg("--")
     .arg(common::toy())
     .args(["--port", "0", "--die-after", "2s"]);
@@ -267,6 +269,16 @@ fn wrap_with_the_fake_gpu_reports_per_device_figures_growth_and_a_lost_device() 
         journal.matches("\"kind\":\"gpu_sample\"").count() as u64,
         n + 5
     );
+    // The HTML resource charts draw both devices' memory on the run's time axis.
+    let html = std::fs::read_to_string(report.with_extension("html")).unwrap();
+    for chart in [
+        "GPU0 memory used",
+        "GPU0 memory (server)",
+        "GPU1 memory used",
+        "GPU0 util",
+    ] {
+        assert!(html.contains(chart), "the HTML has no {chart:?} chart");
+    }
 }
 
 #[test]

@@ -19,6 +19,24 @@ fn load(args: &[&str], report: &std::path::Path) -> std::process::Output {
     )
 }
 
+/// `witness load --url http://127.0.0.1:PORT/call ARGS --report R -- toy_server --port PORT SERVER…`
+fn load_own(args: &[&str], server: &[&str], report: &std::path::Path) -> std::process::Output {
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/call");
+    run_bounded(
+        Command::new(witness())
+            .args(["load", "--url", &url])
+            .args(args)
+            .arg("--report")
+            .arg(report)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port])
+            .args(server),
+        Duration::from_secs(60),
+    )
+}
+
 fn levels(report: &serde_json::Value) -> &Vec<serde_json::Value> {
     report["levels"].as_array().expect("levels")
 }
@@ -27,25 +45,10 @@ fn levels(report: &serde_json::Value) -> &Vec<serde_json::Value> {
 fn a_server_that_never_answers_fails_every_level_with_timeouts_in_bounded_time() {
     let dir = tempdir("hang");
     let r = dir.join("r.json");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}/call");
-    let out = run_bounded(
-        Command::new(witness())
-            .args([
-                "load",
-                "--url",
-                &url,
-                "--timeout",
-                "1s",
-                "--settle",
-                "200ms",
-                "--report",
-            ])
-            .arg(&r)
-            .arg("--")
-            .arg(toy())
-            .args(["--port", &port, "--call", "hang"]),
-        Duration::from_secs(60),
+    let out = load_own(
+        &["--timeout", "1s", "--settle", "200ms"],
+        &["--call", "hang"],
+        &r,
     );
     assert_eq!(out.status.code(), Some(1));
     let report = json(&r);
@@ -133,34 +136,17 @@ fn the_seed_table_attached_to_a_server_kept_alive_by_a_supervisor_loop() {
 fn the_seed_table_with_witness_supervising_shows_the_watchdog_and_the_suspicion() {
     let dir = tempdir("seed-own");
     let r = dir.join("r.json");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}/call");
-    let out = run_bounded(
-        Command::new(witness())
-            .args([
-                "load",
-                "--url",
-                &url,
-                "--settle",
-                "500ms",
-                "--restart",
-                "always",
-                "--backoff",
-                "100ms",
-                "--report",
-            ])
-            .arg(&r)
-            .arg("--")
-            .arg(toy())
-            .args([
-                "--port",
-                &port,
-                "--call",
-                "lock:500ms",
-                "--watchdog",
-                "2500ms",
-            ]),
-        Duration::from_secs(60),
+    let out = load_own(
+        &[
+            "--settle",
+            "500ms",
+            "--restart",
+            "always",
+            "--backoff",
+            "100ms",
+        ],
+        &["--call", "lock:500ms", "--watchdog", "2500ms"],
+        &r,
     );
     assert_eq!(out.status.code(), Some(1));
     let report = json(&r);
@@ -201,17 +187,7 @@ fn the_seed_table_with_witness_supervising_shows_the_watchdog_and_the_suspicion(
 fn a_healthy_lock_serialised_server_passes_every_level() {
     let dir = tempdir("line");
     let r = dir.join("r.json");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}/call");
-    let out = run_bounded(
-        Command::new(witness())
-            .args(["load", "--url", &url, "--settle", "100ms", "--report"])
-            .arg(&r)
-            .arg("--")
-            .arg(toy())
-            .args(["--port", &port, "--call", "lock:200ms"]),
-        Duration::from_secs(60),
-    );
+    let out = load_own(&["--settle", "100ms"], &["--call", "lock:200ms"], &r);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -237,19 +213,10 @@ fn a_healthy_lock_serialised_server_passes_every_level() {
 fn capacity_refusals_are_rejected_not_errors() {
     let dir = tempdir("cap");
     let r = dir.join("r.json");
-    let port = free_port().to_string();
-    let url = format!("http://127.0.0.1:{port}/call");
-    let out = run_bounded(
-        Command::new(witness())
-            .args([
-                "load", "--url", &url, "--levels", "8", "--rounds", "2", "--settle", "100ms",
-                "--report",
-            ])
-            .arg(&r)
-            .arg("--")
-            .arg(toy())
-            .args(["--port", &port, "--call", "sleep:300ms", "--capacity", "2"]),
-        Duration::from_secs(60),
+    let out = load_own(
+        &["--levels", "8", "--rounds", "2", "--settle", "100ms"],
+        &["--call", "sleep:300ms", "--capacity", "2"],
+        &r,
     );
     let report = json(&r);
     let l = &levels(&report)[0];
@@ -334,4 +301,84 @@ fn localhost_resolving_to_an_unused_ipv6_first_is_named_with_the_fix() {
         assert!(advice.is_null(), "127.0.0.1 first: nothing to advise");
     }
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn ctrl_c_mid_run_keeps_what_was_measured_labelled_partial_and_stops_the_server() {
+    let dir = tempdir("int");
+    let (r, j) = (dir.join("r.json"), dir.join("j.jsonl"));
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/call");
+    let child = Command::new(witness())
+        .args([
+            "load",
+            "--url",
+            &url,
+            "--levels",
+            "1,4",
+            "--timeout",
+            "20s",
+            "--report",
+        ])
+        .arg(&r)
+        .arg("--journal")
+        .arg(&j)
+        .arg("--")
+        .arg(toy())
+        .args(["--port", &port, "--call", "sleep:300ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the first level has finished and the second is under way.
+    wait_until("level 1 to end", Duration::from_secs(20), || {
+        std::fs::read_to_string(&j).is_ok_and(|t| t.contains("\"kind\":\"level_end\""))
+    });
+    let server = journal_lines(&j)
+        .iter()
+        .find(|l| l["kind"] == "spawn")
+        .map(|l| l["pid"].as_i64().unwrap() as i32)
+        .unwrap();
+    kill(child.id() as i32, 2);
+    let out = wait_bounded(child, Duration::from_secs(20));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&r);
+    assert_eq!(report["partial"], true);
+    assert!(report["partial_reason"]
+        .as_str()
+        .unwrap()
+        .contains("interrupted by SIGINT"));
+    // Level 1 was measured before the interrupt and is all there.
+    assert_eq!(levels(&report)[0]["counts"]["ok"], 1);
+    assert_eq!(levels(&report)[0]["verdict"], "pass");
+    wait_until("the server to be stopped", Duration::from_secs(5), || {
+        !alive(server)
+    });
+}
+
+#[test]
+fn a_target_unhealthy_before_the_first_level_is_refused_with_exit_3() {
+    let dir = tempdir("unhealthy");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let _server =
+        Bg::start(Command::new(toy()).args(["--port", &port, "--health-fail-after", "0"]));
+    wait_listening(port.parse().unwrap());
+    let url = format!("http://127.0.0.1:{port}/call");
+    let out = load(&["--url", &url], &r);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unhealthy before the first level"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("answered 500"), "{stderr}");
+    let report = json(&r);
+    assert_eq!(report["verdict"], "refused");
+    assert!(levels(&report).is_empty());
 }

@@ -288,3 +288,73 @@ fn a_matched_line_names_a_known_timer_and_user_patterns_are_labelled() {
         .expect("built-in timeout label");
     assert_eq!(t["timer_s"], 30.0);
 }
+
+#[test]
+fn a_grandchild_holding_the_pipes_is_reported_as_a_leak_and_does_not_outlive_the_child() {
+    let dir = tempdir("leak");
+    let r = dir.join("r.json");
+    let pidfile = dir.join("gc.pid");
+    let script = format!("sleep 300 & echo $! > {}; exit 0", pidfile.display());
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["wrap", "--report"])
+            .arg(&r)
+            .args(["--", "sh", "-c", &script]),
+        Duration::from_secs(15),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report = json(&r);
+    let leaks = lifecycle_of(&report, "leak");
+    assert_eq!(leaks.len(), 1, "{report:#}");
+    assert!(leaks[0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("output pipes stay open"));
+    let gc: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_until(
+        "the grandchild to be cleared",
+        Duration::from_secs(2),
+        || !alive(gc),
+    );
+}
+
+#[test]
+fn a_second_ctrl_c_kills_a_child_that_ignores_the_first_at_once() {
+    let dir = tempdir("int2");
+    let (ready, j) = (dir.join("ready"), dir.join("j.jsonl"));
+    let script = format!("trap '' INT; touch {}; sleep 60", ready.display());
+    let child = Command::new(witness())
+        .args(["wrap", "--grace", "30s", "--journal"])
+        .arg(&j)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the child to ignore SIGINT",
+        Duration::from_secs(10),
+        || ready.exists(),
+    );
+    kill(child.id() as i32, 2);
+    wait_until(
+        "the first SIGINT to be forwarded",
+        Duration::from_secs(5),
+        || std::fs::read_to_string(&j).is_ok_and(|t| t.contains("\"signal\":\"SIGINT\"")),
+    );
+    kill(child.id() as i32, 2);
+    let t = Instant::now();
+    let out = wait_bounded(child, Duration::from_secs(10));
+    assert!(t.elapsed() < Duration::from_secs(5), "not the 30 s grace");
+    assert_eq!(
+        out.status.code(),
+        Some(137),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("asked twice to stop"));
+}

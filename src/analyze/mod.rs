@@ -44,6 +44,9 @@ pub struct ProcessLife {
     pub status: Option<i32>,
     pub meaning: Option<String>,
     pub requested: bool,
+    /// The engine said the kernel OOM killer ended it (containers only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub oom_killed: bool,
     /// Log lines of this process that matched a pattern.
     pub log_lines: Vec<LogLine>,
 }
@@ -133,7 +136,8 @@ pub fn analyze(journal: &Loaded) -> Analysis {
             .iter()
             .map(|&t| (t, TimerSource::Flag))
             .collect();
-        let (load, more) = verdict::analyze_load(recs, &processes, ls.factor, &named);
+        let (load, more) =
+            verdict::analyze_load(recs, &processes, ls.factor, ls.cliff_slack_s, &named);
         suspicions.extend(more);
         load
     });
@@ -210,6 +214,7 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                 status: None,
                 meaning: None,
                 requested: false,
+                oom_killed: false,
                 log_lines: Vec::new(),
             }),
             Event::Exit {
@@ -218,6 +223,7 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                 status,
                 meaning,
                 requested,
+                oom_killed,
                 ..
             } => {
                 if let Some(l) = lives
@@ -230,6 +236,7 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                     l.status = Some(*status);
                     l.meaning = Some(meaning.clone());
                     l.requested = *requested;
+                    l.oom_killed = *oom_killed == Some(true);
                 }
             }
             Event::Log {
@@ -275,7 +282,8 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
         let (Some(age), Some(t)) = (l.age_s, l.exit_t_s) else {
             continue;
         };
-        if l.requested {
+        // Asked for, or the kernel's OOM killer by the engine's word: a known cause, not a timer.
+        if l.requested || l.oom_killed {
             continue;
         }
         let mut named: Vec<(f64, TimerSource)> = settings
@@ -401,6 +409,31 @@ pub(crate) mod tests {
             (30.1, end()),
         ]));
         assert!(a.suspicions.is_empty());
+    }
+
+    #[test]
+    fn an_exit_the_engine_calls_an_oom_kill_is_not_a_timer() {
+        let oom = Event::Exit {
+            pid: 7,
+            code: None,
+            signal: Some("SIGKILL".into()),
+            core_dumped: false,
+            age_s: 1.01,
+            status: 137,
+            requested: false,
+            meaning: "killed by the kernel OOM killer (OOMKilled)".into(),
+            oom_killed: Some(true),
+        };
+        let a = analyze(&loaded(vec![(0.0, spawn(7)), (1.01, oom), (1.1, end())]));
+        assert!(a.suspicions.is_empty(), "{:?}", a.suspicions);
+        assert!(a.processes[0].oom_killed);
+        // The same age without the engine's word is still at the 1 s timer.
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (1.01, exit(7, 137, 1.01, false)),
+            (1.1, end()),
+        ]));
+        assert_eq!(a.suspicions.len(), 1);
     }
 
     #[test]

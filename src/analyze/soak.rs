@@ -108,6 +108,9 @@ pub struct Peaks {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Resources {
+    /// "process" (the tree from /proc) or "container" (the engine's stats: `rss_bytes` is the
+    /// container's memory, `threads` its pids, `pid` 0); "none" when nothing was sampled.
+    pub source: String,
     /// The last reading before the workload started (or the first one).
     pub before: Option<ProcRow>,
     /// The last reading.
@@ -629,7 +632,7 @@ pub fn analyze_soak(recs: &[Record], settings: &Settings, end_s: f64) -> Option<
 }
 
 fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resources {
-    let rows: Vec<ProcRow> = recs
+    let mut rows: Vec<ProcRow> = recs
         .iter()
         .filter_map(|r| match &r.event {
             Event::ProcSample {
@@ -651,6 +654,33 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
             _ => None,
         })
         .collect();
+    let mut source = "process";
+    if rows.is_empty() {
+        source = "container";
+        rows = recs
+            .iter()
+            .filter_map(|r| match &r.event {
+                Event::ContainerSample {
+                    mem_bytes,
+                    cpu_pct,
+                    pids,
+                    ..
+                } => Some(ProcRow {
+                    t_s: r.t_s,
+                    pid: 0,
+                    rss_bytes: *mem_bytes,
+                    cpu_pct: *cpu_pct,
+                    threads: *pids,
+                    fds: 0,
+                    children: 0,
+                }),
+                _ => None,
+            })
+            .collect();
+    }
+    if rows.is_empty() {
+        source = "none";
+    }
     let before = match t0 {
         Some(t0) => rows
             .iter()
@@ -700,6 +730,7 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
         }
     }
     Resources {
+        source: source.into(),
         before,
         after: rows.last().cloned(),
         samples: rows.len(),

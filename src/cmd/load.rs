@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Method, Uri};
 
-use super::{check_outputs, open_journal, process_config, write_views, Signals};
+use super::{build_target, check_outputs, open_journal, target_config, write_views, Signals};
 use crate::cli::LoadArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{Event, Journal, LoadSettings, Settings};
@@ -21,23 +21,29 @@ use crate::load::health::Prober;
 use crate::load::ladder::{run_level, LadderConfig};
 use crate::load::outcome::Rejection;
 use crate::report::{self, View};
-use crate::sample::{proc::ProcSampler, spawn_sampling, PidSource, Sampler};
-use crate::target::process::{State, Supervisor};
+use crate::sample::{spawn_sampling, PidSource};
+use crate::target::process::State;
 use crate::target::{attach::Attach, Target};
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let cfg = ladder_config(&args)?;
+    // Our own child or container, or (with neither) whatever listens on the URL's port.
+    let target_cfg = (args.container.is_container() || !args.command.is_empty())
+        .then(|| {
+            target_config(
+                &args.supervise,
+                &args.container,
+                args.command.clone(),
+                args.show_output,
+            )
+        })
+        .transpose()?;
     check_loopback(&cfg.spec.uri, args.allow_remote).await?;
     check_loopback(&cfg.health, args.allow_remote).await?;
     check_outputs(&args.output)?;
     let journal = open_journal("load", &args.output)?;
     journal.emit(Event::Settings(Settings {
-        timers_s: args
-            .supervise
-            .timer
-            .iter()
-            .map(|d| d.as_secs_f64())
-            .collect(),
+        timers_s: args.supervise.timers_s(),
         load: Some(LoadSettings {
             url: cfg.spec.uri.to_string(),
             method: cfg.spec.method.to_string(),
@@ -46,6 +52,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             connect_timeout_s: cfg.limits.connect.as_secs_f64(),
             settle_s: cfg.settle.as_secs_f64(),
             factor: args.factor,
+            cliff_slack_s: args.cliff_slack.as_secs_f64(),
             rounds: args.duration.is_none().then_some(cfg.rounds),
             duration_s: args.duration.map(|d| d.as_secs_f64()),
         }),
@@ -76,26 +83,30 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         }
     };
 
-    // The target: our own child, or whatever listens on the URL's port.
-    let target = if args.command.is_empty() {
-        let port = cfg.spec.uri.port_u16().unwrap_or(80);
-        Target::Attach(Attach::start(port, journal.clone()))
-    } else {
-        let pcfg = process_config(&args.supervise, args.command.clone(), args.show_output)?;
-        match Supervisor::start(pcfg, journal.clone()).await {
-            Ok(s) => Target::Process(s),
+    let target = match target_cfg {
+        None => {
+            let port = cfg.spec.uri.port_u16().unwrap_or(80);
+            Target::Attach(Attach::start(port, journal.clone()))
+        }
+        Some(tcfg) => match build_target(tcfg, &journal).await {
+            Ok(t) => t,
             Err(e) => {
                 journal.emit(Event::Note {
                     level: "refused".into(),
                     text: format!("{e:#}"),
                 });
                 finish(&journal, &args, "the server could not be started", true)?;
+                // No engine, no such image: configuration to fix (2), not a refusal to measure.
+                if e.chain().any(|c| c.is::<crate::error::UsageError>()) {
+                    return Err(e);
+                }
                 return Err(refuse(format!("{e:#}")));
             }
-        }
+        },
     };
     let _ = late.set(target.pid_source());
-    let mut samplers: Vec<Box<dyn Sampler>> = vec![Box::new(ProcSampler::new(target.pid_source()))];
+    // The process tree from /proc, or the engine's container stats; and the GPUs.
+    let mut samplers = target.samplers();
     samplers.extend(gpu);
     let sampling = spawn_sampling(samplers, journal.clone(), args.sample_interval);
 
@@ -142,8 +153,8 @@ async fn measure(
     prober: &Prober,
     journal: &Journal,
 ) -> Result<(), Stop> {
-    if let Target::Process(sup) = target {
-        wait_ready(sup, prober, journal, args.ready_timeout).await?;
+    if let (true, Some(state)) = (target.owned(), target.state()) {
+        wait_ready(state, prober, journal, args.ready_timeout).await?;
     }
     let f = floor::measure(&cfg.spec.uri, args.max_connect_floor).await;
     let limit_ms = args.max_connect_floor.as_secs_f64() * 1000.0;
@@ -188,10 +199,20 @@ async fn measure(
             f.host, f.port
         ),
     }
+    // A target unhealthy before the first level: nothing could be measured honestly (a later level
+    // that finds the server wedged is skipped instead, since earlier levels did measure).
+    let first = prober.probe_journalled(journal, "before the ladder").await;
+    if !first.healthy() {
+        return refuse_with(format!(
+            "the target was unhealthy before the first level: {} answered {} (not 200)",
+            prober.url,
+            first.text()
+        ));
+    }
     let ids = Arc::new(AtomicU64::new(0));
     for (index, &n) in cfg.levels.iter().enumerate() {
         run_level(cfg, index as u32, n, target, prober, journal, &ids).await;
-        if let Some(line) = level_line(journal, index as u32) {
+        if let Some(line) = after_level(journal, args, index as u32) {
             println!("{line}");
         }
     }
@@ -200,13 +221,12 @@ async fn measure(
 
 /// Waits until the started server answers 200, journalled as time-to-ready.
 pub(crate) async fn wait_ready(
-    sup: &Supervisor,
+    mut state: tokio::sync::watch::Receiver<State>,
     prober: &Prober,
     journal: &Journal,
     limit: Duration,
 ) -> Result<(), Stop> {
     let start = Instant::now();
-    let mut state = sup.state();
     loop {
         let p = prober.probe().await;
         if p.healthy() {
@@ -248,11 +268,17 @@ pub(crate) async fn wait_ready(
     }
 }
 
-/// The per-level terminal line, from the analysis of the journal so far.
-fn level_line(journal: &Journal, index: u32) -> Option<String> {
+/// After each level: the report is rewritten (so a killed run still leaves an up-to-date one, labelled
+/// partial), and the level's terminal line comes from the same analysis of the journal so far.
+fn after_level(journal: &Journal, args: &LoadArgs, index: u32) -> Option<String> {
     journal.flush().ok()?;
     let loaded = crate::journal::read(journal.path()).ok()?;
     let a = crate::analyze::analyze(&loaded);
+    if let Some(p) = &args.output.report {
+        if let Err(e) = report::write_file(&report::json::Json, &a, p, "--report") {
+            eprintln!("witness: {e:#}");
+        }
+    }
     let row = a.load?.levels.into_iter().find(|l| l.index == index)?;
     Some(report::terminal::level_line(&row))
 }

@@ -9,12 +9,14 @@ pub mod wrap;
 use std::sync::Arc;
 
 use crate::analyze::Analysis;
-use crate::cli::{OutputArgs, SuperviseArgs};
+use crate::cli::{ContainerArgs, OutputArgs, SuperviseArgs};
 use crate::error::usage;
 use crate::journal::{Header, Journal};
 use crate::report as views;
+use crate::target::container::{Container, ContainerConfig, RunSpec, Spec};
 use crate::target::logs::Patterns;
-use crate::target::process::ProcessConfig;
+use crate::target::process::{ProcessConfig, RestartPolicy, Supervisor};
+use crate::target::Target;
 
 /// The supervisor's config from its flags; a bad `--watch` is a usage error naming it.
 pub fn process_config(
@@ -37,6 +39,103 @@ pub fn process_config(
         grace: args.grace,
         patterns: Arc::new(Patterns::new(&args.watch)?),
         pass_through,
+    })
+}
+
+/// The container target's config from its flags. witness's own restart policy is for child
+/// processes; a container restarts by the engine's (`--docker-restart`), which witness observes.
+pub fn container_config(
+    sup: &SuperviseArgs,
+    args: &ContainerArgs,
+    command: Vec<String>,
+    pass_through: bool,
+) -> anyhow::Result<ContainerConfig> {
+    if sup.restart != RestartPolicy::Never {
+        return Err(usage(
+            "--restart is witness's own restart policy for a child process; for a container use Docker's: --docker-restart on-failure[:N]|always|unless-stopped",
+        ));
+    }
+    let spec = match (&args.image, &args.container) {
+        (Some(image), None) => {
+            let mut labels = Vec::new();
+            for l in &args.labels {
+                match l.split_once('=') {
+                    Some((k, v)) if !k.is_empty() => labels.push((k.to_string(), v.to_string())),
+                    _ => return Err(usage(format!("--label {l:?}: write it KEY=VALUE"))),
+                }
+            }
+            if let Some(e) = args.env.iter().find(|e| e.is_empty() || e.starts_with('=')) {
+                return Err(usage(format!(
+                    "--env {e:?}: write it KEY=VALUE, or KEY to pass witness's own value"
+                )));
+            }
+            Spec::Run(RunSpec {
+                image: image.clone(),
+                command,
+                memory: args.memory,
+                cpus: args.cpus,
+                env: args.env.clone(),
+                publish: args.publish.clone(),
+                restart: args.docker_restart.unwrap_or_default(),
+                keep: args.keep,
+                labels,
+            })
+        }
+        (None, Some(name)) => {
+            if !command.is_empty() {
+                return Err(usage(format!(
+                    "--container {name} attaches to a running container: it takes no command after `--` (use --image IMAGE -- ARGS to run one)"
+                )));
+            }
+            Spec::Attach(name.clone())
+        }
+        _ => return Err(usage("give one of --image IMAGE or --container NAME")),
+    };
+    Ok(ContainerConfig {
+        docker_host: args.docker_host.clone(),
+        spec,
+        patterns: Arc::new(Patterns::new(&sup.watch)?),
+        pass_through,
+        grace: sup.grace,
+    })
+}
+
+/// The server under test, validated from its flags before anything starts.
+pub enum TargetConfig {
+    Process(ProcessConfig),
+    Container(ContainerConfig),
+}
+
+/// A container (`--image` / `--container`) or a child process (the command after `--`); bad flags
+/// are usage errors naming the flag. wrap, load and soak all read their target here.
+pub fn target_config(
+    sup: &SuperviseArgs,
+    container: &ContainerArgs,
+    command: Vec<String>,
+    pass_through: bool,
+) -> anyhow::Result<TargetConfig> {
+    if container.is_container() {
+        return Ok(TargetConfig::Container(container_config(
+            sup,
+            container,
+            command,
+            pass_through,
+        )?));
+    }
+    Ok(TargetConfig::Process(process_config(
+        sup,
+        command,
+        pass_through,
+    )?))
+}
+
+/// Starts the server under test; its first spawn is journalled when this returns.
+pub async fn build_target(cfg: TargetConfig, journal: &Journal) -> anyhow::Result<Target> {
+    Ok(match cfg {
+        TargetConfig::Process(c) => Target::Process(Supervisor::start(c, journal.clone()).await?),
+        TargetConfig::Container(c) => {
+            Target::Container(Container::start(c, journal.clone()).await?)
+        }
     })
 }
 

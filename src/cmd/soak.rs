@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::load::{check_loopback, wait_ready, Stop};
-use super::{check_outputs, open_journal, process_config, write_views, Signals};
+use super::{build_target, check_outputs, open_journal, target_config, write_views, Signals};
 use crate::analyze::soak::SoakSettings;
 use crate::cli::SoakArgs;
 use crate::error::{refuse, usage};
@@ -16,13 +16,32 @@ use crate::load::health::Prober;
 use crate::load::plan::{self, Overrides, RealSecrets, SoakPlan};
 use crate::load::soak::{Action, Ending, Injector, Progress, Soak};
 use crate::report::{self, View};
-use crate::sample::{proc::ProcSampler, spawn_sampling, PidSource, Sampler};
-use crate::target::process::{RestartPolicy, Supervisor};
+use crate::sample::{spawn_sampling, PidSource};
+use crate::target::process::RestartPolicy;
 use crate::target::{attach::Attach, Target};
 
 pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     let plan = Arc::new(load_plan(&args)?);
     check_injects(&args, &plan)?;
+    // Our own child or container, or (with neither) whatever listens on the base URL's port. The
+    // plan's fatal patterns are watched like --watch ones, labelled "fatal".
+    let mut sup = args.supervise.clone();
+    sup.watch.extend(
+        plan.invariants
+            .fatal_log
+            .iter()
+            .map(|r| format!("fatal={r}")),
+    );
+    let target_cfg = (args.container.is_container() || !args.command.is_empty())
+        .then(|| {
+            target_config(
+                &sup,
+                &args.container,
+                args.command.clone(),
+                args.show_output,
+            )
+        })
+        .transpose()?;
     for u in plan.urls() {
         check_loopback(u, args.allow_remote).await?;
     }
@@ -34,12 +53,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     // Before anything else is written: no line of the journal may carry a secret's value.
     journal.redact(&plan.secret_values)?;
     journal.emit(Event::Settings(Settings {
-        timers_s: args
-            .supervise
-            .timer
-            .iter()
-            .map(|d| d.as_secs_f64())
-            .collect(),
+        timers_s: args.supervise.timers_s(),
         load: None,
         extra: serde_json::json!({ "soak": SoakSettings {
             duration_planned_s: plan.duration.as_secs_f64(),
@@ -67,32 +81,27 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
         }
     };
 
-    let target = if args.command.is_empty() {
-        Target::Attach(Attach::start(
+    let target = match target_cfg {
+        None => Target::Attach(Attach::start(
             plan.base.port_u16().unwrap_or(80),
             journal.clone(),
-        ))
-    } else {
-        let mut sup = args.supervise.clone();
-        // The plan's fatal patterns are watched like --watch ones, labelled "fatal".
-        sup.watch.extend(
-            plan.invariants
-                .fatal_log
-                .iter()
-                .map(|r| format!("fatal={r}")),
-        );
-        let pcfg = process_config(&sup, args.command.clone(), args.show_output)?;
-        match Supervisor::start(pcfg, journal.clone()).await {
-            Ok(s) => Target::Process(s),
+        )),
+        Some(tcfg) => match build_target(tcfg, &journal).await {
+            Ok(t) => t,
             Err(e) => {
                 refused_note(&journal, &format!("{e:#}"));
                 finish(&journal, &args, "the server could not be started", true)?;
+                // No engine, no such image: configuration to fix (2), not a refusal to measure.
+                if e.chain().any(|c| c.is::<crate::error::UsageError>()) {
+                    return Err(e);
+                }
                 return Err(refuse(format!("{e:#}")));
             }
-        }
+        },
     };
     let _ = late.set(target.pid_source());
-    let mut samplers: Vec<Box<dyn Sampler>> = vec![Box::new(ProcSampler::new(target.pid_source()))];
+    // The process tree from /proc, or the engine's container stats; and the GPUs.
+    let mut samplers = target.samplers();
     samplers.extend(gpu);
     let sampling = spawn_sampling(samplers, journal.clone(), args.sample_interval);
     let mut signals = Signals::install()?;
@@ -127,10 +136,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
                 prober: &prober,
                 identity: &identity,
                 injector: Injector {
-                    control: match &target {
-                        Target::Process(s) => Some(s.control()),
-                        Target::Attach(_) => None,
-                    },
+                    control: target.control(),
                     pids: target.pid_source(),
                 },
                 injects: args.inject.clone(),
@@ -211,8 +217,16 @@ fn check_injects(args: &SoakArgs, plan: &SoakPlan) -> anyhow::Result<()> {
                 secs(plan.duration.as_secs_f64())
             )));
         }
-        let comes_back = args.command.is_empty() || args.supervise.restart != RestartPolicy::Never;
-        if matches!(i.action, Action::Kill | Action::Restart) && !comes_back {
+        if args.container.container.is_some() {
+            return Err(usage(format!(
+                "--inject {}: witness does not own a container it attached to (--container), so it injects no fault there; start it with --image instead",
+                i.text
+            )));
+        }
+        let attached = args.command.is_empty() && !args.container.is_container();
+        let restarts = args.supervise.restart != RestartPolicy::Never
+            || args.container.docker_restart.is_some();
+        if matches!(i.action, Action::Kill | Action::Restart) && !attached && !restarts {
             return Err(usage(format!(
                 "--inject {}: the server would not come back (--restart never), so the soak would abort; add --restart always (or on-failure)",
                 i.text
@@ -230,8 +244,8 @@ async fn prepare(
     prober: &Prober,
     journal: &Journal,
 ) -> Result<(), Stop> {
-    if let Target::Process(sup) = target {
-        wait_ready(sup, prober, journal, plan.ready_timeout).await?;
+    if let (true, Some(state)) = (target.owned(), target.state()) {
+        wait_ready(state, prober, journal, plan.ready_timeout).await?;
     }
     let f = floor::measure(&plan.base, args.max_connect_floor).await;
     let limit_ms = args.max_connect_floor.as_secs_f64() * 1000.0;

@@ -2,6 +2,7 @@
 //! turned into journal events on the run's clock. Every sampler has the same shape, [`Sampler`], and
 //! one loop ([`spawn_sampling`]) drives them all at the chosen interval.
 
+pub mod container;
 pub mod gauge;
 pub mod gpu;
 pub mod proc;

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::listener_of;
+use super::{identity_of, listener_of};
 use crate::journal::{Event, Identity, Journal};
 
 pub const POLL: Duration = Duration::from_millis(100);
+/// A full listener look-up every this many polls (1 s).
+const FULL_EVERY: u64 = 10;
 
 pub struct Attach {
     pub port: u16,
@@ -53,16 +55,27 @@ impl Attach {
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(POLL);
             let mut attempt = 0;
+            let mut polls = 0u64;
             let mut seen_at: Option<(Identity, f64)> = tx.borrow().clone().map(|id| {
                 let age = age_of(id.start_time).unwrap_or(0.0);
                 (id, journal.now_s() - age)
             });
             loop {
                 tick.tick().await;
-                let now = tokio::task::spawn_blocking(move || listener_of(port))
-                    .await
-                    .ok()
-                    .flatten();
+                polls += 1;
+                // Every poll, the cheap check: is the process we know still alive, with the same
+                // start time? That catches a death within one poll. The full look-up (every socket
+                // and every process's fds, which costs the server CPU under load) runs every
+                // FULL_EVERY polls, or as soon as the known process is gone.
+                let known = seen_at.as_ref().map(|(i, _)| i.clone());
+                let full = polls.is_multiple_of(FULL_EVERY);
+                let now = tokio::task::spawn_blocking(move || match known {
+                    Some(k) if !full && identity_of(k.pid).as_ref() == Some(&k) => Some(k),
+                    _ => listener_of(port),
+                })
+                .await
+                .ok()
+                .flatten();
                 if now.as_ref() == seen_at.as_ref().map(|(i, _)| i) {
                     continue;
                 }

@@ -1,5 +1,6 @@
 //! What an exit status means, in words: a code versus death by a signal, core dumps, and the shell
-//! conventions (124 from `timeout` and watchdogs, 125–127, 128+N relayed signals).
+//! conventions (124 from `timeout` and watchdogs, 125–127, 128+N relayed signals), and a container's
+//! end as the engine tells it (its `OOMKilled` flag and `kill` events are the only proof of either).
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -55,6 +56,83 @@ impl ExitInfo {
             m.push_str("; core dumped");
         }
         m
+    }
+}
+
+/// A container's end, from what the engine said: the exit code of its `die` event, its `OOMKilled`
+/// flag (or an `oom` event), and the signal of a `kill` event just before the die.
+///
+/// The engine reports 128+N when the container's process died of signal N. A 137 alone is SIGKILL
+/// from somewhere, never proof of an OOM kill: only `OOMKilled` says that.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineExit {
+    pub code: i32,
+    pub oom_killed: bool,
+    pub kill_signal: Option<i32>,
+}
+
+impl EngineExit {
+    /// The signal it died of, when the engine's word accounts for the code.
+    pub fn signal(&self) -> Option<i32> {
+        if self.oom_killed && self.code == 128 + libc::SIGKILL {
+            return Some(libc::SIGKILL);
+        }
+        self.kill_signal.filter(|s| self.code == 128 + s)
+    }
+
+    /// As an [`ExitInfo`]: death by a signal the engine vouches for, else the plain code.
+    pub fn info(&self) -> ExitInfo {
+        match self.signal() {
+            Some(sig) => ExitInfo {
+                code: None,
+                signal: Some(sig),
+                core_dumped: false,
+            },
+            None => ExitInfo {
+                code: Some(self.code),
+                signal: None,
+                core_dumped: false,
+            },
+        }
+    }
+
+    pub fn meaning(&self) -> String {
+        let code = self.code;
+        if self.oom_killed {
+            return if code == 128 + libc::SIGKILL {
+                "killed by the kernel OOM killer (OOMKilled): the container reached its memory limit"
+                    .into()
+            } else {
+                format!(
+                    "{}; the engine also reports OOMKilled: the kernel OOM killer killed a process in the container",
+                    code_meaning(code)
+                )
+            };
+        }
+        if let Some(sig) = self.signal() {
+            let name = signal_name(sig);
+            return if sig == libc::SIGKILL {
+                format!("killed by {name} sent through the engine (docker kill, docker stop after its grace, or witness stopping it); not an OOM kill: the engine reports OOMKilled false")
+            } else {
+                format!(
+                    "killed by {name} sent through the engine (docker kill, docker stop, or witness stopping it: {})",
+                    signal_says(sig)
+                )
+            };
+        }
+        match code {
+            c if c > 128 && c < 128 + 65 => {
+                let sig = c - 128;
+                let name = signal_name(sig);
+                let oom = if sig == libc::SIGKILL {
+                    "; not an OOM kill: the engine reports OOMKilled false"
+                } else {
+                    ""
+                };
+                format!("exited {c}: {name} (128+{sig}), sent from inside the container or the host, not through the engine{oom}")
+            }
+            c => code_meaning(c),
+        }
     }
 }
 
@@ -149,6 +227,47 @@ mod tests {
     fn exit_124_is_a_timeout_or_watchdog() {
         assert!(code_meaning(124).contains("timeout or watchdog"));
         assert!(code_meaning(127).contains("not found"));
+    }
+
+    #[test]
+    fn a_container_is_called_oom_killed_only_when_the_engine_says_so() {
+        let oom = EngineExit {
+            code: 137,
+            oom_killed: true,
+            kill_signal: None,
+        };
+        assert!(oom.meaning().contains("OOM killer (OOMKilled)"));
+        assert_eq!(oom.info().signal_name().as_deref(), Some("SIGKILL"));
+        assert_eq!(oom.info().status(), 137);
+
+        let docker_kill = EngineExit {
+            code: 137,
+            oom_killed: false,
+            kill_signal: Some(libc::SIGKILL),
+        };
+        let m = docker_kill.meaning();
+        assert!(m.contains("SIGKILL sent through the engine"), "{m}");
+        assert!(m.contains("not an OOM kill"), "{m}");
+        assert_eq!(docker_kill.info().status(), 137);
+
+        let bare = EngineExit {
+            code: 137,
+            oom_killed: false,
+            kill_signal: None,
+        };
+        assert!(bare.meaning().contains("not an OOM kill"));
+        assert_eq!(bare.info().code, Some(137));
+    }
+
+    #[test]
+    fn a_container_that_exits_124_reads_like_a_process_that_did() {
+        let e = EngineExit {
+            code: 124,
+            oom_killed: false,
+            kill_signal: Some(libc::SIGTERM),
+        };
+        assert_eq!(e.meaning(), code_meaning(124));
+        assert_eq!(e.info().code, Some(124));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! The child must never be slowed by witness, so each stream is drained by its own thread in 64 KiB
 //! reads; a line is kept for matching up to [`MAX_LINE`] bytes and the rest of a longer line is counted
 //! and dropped (the pass-through still gets every byte). Invalid UTF-8 is kept lossily, and a last line
-//! with no newline is still matched.
+//! with no newline is still matched. A container's output arrives as frames of the engine's log
+//! stream instead of pipe reads; [`LineSink`] serves both the same way.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -246,35 +247,9 @@ pub fn drain(
     patterns: Arc<Patterns>,
     journal: Journal,
 ) -> u64 {
-    let mut out: Option<Box<dyn Write>> = match pass {
-        PassThrough::Own(Stream::Stdout) => Some(Box::new(std::io::stdout())),
-        PassThrough::Own(Stream::Stderr) => Some(Box::new(std::io::stderr())),
-        PassThrough::Discard => None,
-    };
-    let mut lines = LineSplitter::default();
+    let mut sink = LineSink::new(stream, pass, pid, patterns, journal);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut scratch = Vec::with_capacity(buf.len());
     let mut total = 0u64;
-    // `hot`: the read this line came from may hold a match; a line carried over from an earlier read
-    // is always looked at.
-    let on_line = |line: &[u8], truncated: bool, carried: bool, hot: bool| {
-        if !hot && !carried {
-            return;
-        }
-        let Some(label) = patterns.label_bytes(line) else {
-            return;
-        };
-        let text = String::from_utf8_lossy(line);
-        let text = text.trim_end_matches('\r');
-        journal.emit(Event::Log {
-            pid,
-            stream,
-            line: text.to_string(),
-            label: label.to_string(),
-            truncated,
-            timer_s: patterns.timer_in(text),
-        });
-    };
     loop {
         let n = match src.read(&mut buf) {
             Ok(0) => break,
@@ -283,17 +258,114 @@ pub fn drain(
             Err(_) => break,
         };
         total += n as u64;
-        if let Some(w) = out.as_mut() {
+        sink.push(&buf[..n]);
+    }
+    sink.finish();
+    total
+}
+
+/// One output stream of the server, fed in chunks however they arrive (a pipe read by a thread, or
+/// the frames of a container's log stream): every byte is passed through, every line is read, and
+/// the lines that match a pattern are journalled.
+pub struct LineSink {
+    out: Option<Box<dyn Write + Send>>,
+    lines: LineSplitter,
+    /// The lowercased copy of a chunk for the prefilter, kept between chunks.
+    scratch: Vec<u8>,
+    stream: Stream,
+    pid: Option<u32>,
+    patterns: Arc<Patterns>,
+    journal: Journal,
+}
+
+impl LineSink {
+    pub fn new(
+        stream: Stream,
+        pass: PassThrough,
+        pid: Option<u32>,
+        patterns: Arc<Patterns>,
+        journal: Journal,
+    ) -> Self {
+        let out: Option<Box<dyn Write + Send>> = match pass {
+            PassThrough::Own(Stream::Stdout) => Some(Box::new(std::io::stdout())),
+            PassThrough::Own(Stream::Stderr) => Some(Box::new(std::io::stderr())),
+            PassThrough::Discard => None,
+        };
+        Self {
+            out,
+            lines: LineSplitter::default(),
+            scratch: Vec::new(),
+            stream,
+            pid,
+            patterns,
+            journal,
+        }
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) {
+        if let Some(w) = self.out.as_mut() {
             // A closed stdout (EPIPE) must not stop the draining, only the pass-through.
-            if w.write_all(&buf[..n]).and_then(|_| w.flush()).is_err() {
-                out = None;
+            if w.write_all(chunk).and_then(|_| w.flush()).is_err() {
+                self.out = None;
             }
         }
-        let hot = patterns.may_match(&buf[..n], &mut scratch);
-        lines.push(&buf[..n], &mut |l, t, c| on_line(l, t, c, hot));
+        let hot = self.patterns.may_match(chunk, &mut self.scratch);
+        let Self {
+            lines,
+            stream,
+            pid,
+            patterns,
+            journal,
+            ..
+        } = self;
+        lines.push(chunk, &mut |l, t, c| {
+            on_line(patterns, journal, *stream, *pid, l, t, c, hot)
+        });
     }
-    lines.finish(&mut |l, t, c| on_line(l, t, c, true));
-    total
+
+    /// The end of the stream: a last line with no newline is still matched.
+    pub fn finish(&mut self) {
+        let Self {
+            lines,
+            stream,
+            pid,
+            patterns,
+            journal,
+            ..
+        } = self;
+        lines.finish(&mut |l, t, c| on_line(patterns, journal, *stream, *pid, l, t, c, true));
+    }
+}
+
+/// `hot`: the chunk this line came from may hold a match; a line carried over from an earlier chunk
+/// is always looked at.
+#[allow(clippy::too_many_arguments)]
+fn on_line(
+    patterns: &Patterns,
+    journal: &Journal,
+    stream: Stream,
+    pid: Option<u32>,
+    line: &[u8],
+    truncated: bool,
+    carried: bool,
+    hot: bool,
+) {
+    if !hot && !carried {
+        return;
+    }
+    let Some(label) = patterns.label_bytes(line) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches('\r');
+    journal.emit(Event::Log {
+        pid,
+        stream,
+        line: text.to_string(),
+        label: label.to_string(),
+        truncated,
+        timer_s: patterns.timer_in(text),
+    });
 }
 
 /// Splits a byte stream into lines with a bounded buffer.
@@ -385,6 +457,68 @@ mod tests {
         }
         s.push(b"\nnext\n", &mut f);
         assert_eq!(got, vec![(MAX_LINE, true), (4, false)]);
+    }
+
+    #[test]
+    fn a_sink_fed_in_chunks_journals_the_lines_that_match() {
+        use crate::journal::{Header, Journal};
+        let dir = std::env::temp_dir().join(format!(
+            "witness-logs-test-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("j.jsonl");
+        let journal = Journal::create(&path, &Header::new("wrap", vec![])).unwrap();
+        let patterns = Arc::new(Patterns::new(&[]).unwrap());
+        let mut sink = LineSink::new(
+            Stream::Stderr,
+            PassThrough::Discard,
+            Some(5),
+            patterns,
+            journal.clone(),
+        );
+        // Frames from a container's log stream cut lines anywhere.
+        sink.push(b"[oi] process watch");
+        sink.push(b"dog: force-exiting after 3s\r\nGET /health 200\nthread 'main' pan");
+        sink.push(b"icked at src/main.rs:1:1");
+        sink.finish();
+        journal.flush().unwrap();
+        let logs: Vec<_> = crate::journal::read(&path)
+            .unwrap()
+            .records
+            .into_iter()
+            .filter_map(|r| match r.event {
+                Event::Log {
+                    pid,
+                    stream,
+                    line,
+                    label,
+                    timer_s,
+                    ..
+                } => Some((pid, stream, line, label, timer_s)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            logs,
+            vec![
+                (
+                    Some(5),
+                    Stream::Stderr,
+                    "[oi] process watchdog: force-exiting after 3s".to_string(),
+                    "watchdog".to_string(),
+                    Some(3.0)
+                ),
+                (
+                    Some(5),
+                    Stream::Stderr,
+                    "thread 'main' panicked at src/main.rs:1:1".to_string(),
+                    "panic".to_string(),
+                    None
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -1,11 +1,14 @@
-//! Targets: what runs the server under test. The process target supervises a child; the attach
-//! target watches whatever listens on a port. Both give the load driver and samplers the same things:
-//! an identity (pid + start time), a lifecycle in the journal, and a way to stop.
+//! Targets: what runs the server under test. The process target supervises a child; the container
+//! target runs or attaches to a Docker container; the attach target watches whatever listens on a
+//! port. All give the load driver and samplers the same things: an identity (pid + start time, or
+//! container id + `StartedAt`), a lifecycle in the journal, and a way to stop.
 
 pub mod attach;
+pub mod container;
 pub mod exit;
 pub mod logs;
 pub mod process;
+pub mod reaper;
 
 use crate::journal::Identity;
 use crate::sample::PidSource;
@@ -16,6 +19,8 @@ pub enum Target {
     Process(process::Supervisor),
     /// Someone else's process, found by the port it listens on.
     Attach(attach::Attach),
+    /// A Docker container: one witness started (owned), or one it attached to (observed only).
+    Container(container::Container),
 }
 
 impl Target {
@@ -24,6 +29,7 @@ impl Target {
         match self {
             Target::Process(s) => s.identity(),
             Target::Attach(a) => a.identity(),
+            Target::Container(c) => c.identity(),
         }
     }
 
@@ -41,12 +47,66 @@ impl Target {
                 let port = a.port;
                 Box::new(move || listener_of(port).map(|i| i.pid))
             }
+            // The container's main process as the host sees it (inspect's `State.Pid`).
+            Target::Container(c) => {
+                let st = c.state();
+                Box::new(move || match &*st.borrow() {
+                    process::State::Running(id) => Some(id.pid),
+                    _ => None,
+                })
+            }
+        }
+    }
+
+    /// The samplers that fit this target: the process tree from /proc, or the engine's container
+    /// stats.
+    pub fn samplers(&self) -> Vec<Box<dyn crate::sample::Sampler>> {
+        use crate::sample::{container::ContainerSampler, proc::ProcSampler};
+        match self {
+            Target::Container(c) => vec![Box::new(ContainerSampler::new(
+                c.docker().clone(),
+                c.id.clone(),
+            ))],
+            _ => vec![Box::new(ProcSampler::new(self.pid_source()))],
         }
     }
 
     /// Whether witness owns the server (and may stop it or inject faults).
     pub fn owned(&self) -> bool {
-        matches!(self, Target::Process(_))
+        match self {
+            Target::Process(_) => true,
+            Target::Attach(_) => false,
+            Target::Container(c) => c.owned(),
+        }
+    }
+
+    /// The lifecycle state of a server witness watches by its engine or as its parent.
+    pub fn state(&self) -> Option<tokio::sync::watch::Receiver<process::State>> {
+        match self {
+            Target::Process(s) => Some(s.state()),
+            Target::Container(c) => Some(c.state()),
+            Target::Attach(_) => None,
+        }
+    }
+
+    /// Where to send control messages (stop, forward a signal, inject a fault), for targets that
+    /// take them.
+    pub fn control(&self) -> Option<tokio::sync::mpsc::UnboundedSender<process::Control>> {
+        match self {
+            Target::Process(s) => Some(s.control()),
+            Target::Container(c) => Some(c.control()),
+            Target::Attach(_) => None,
+        }
+    }
+
+    /// Waits until the server is gone for good; returns its last status. An attached process has no
+    /// end witness can see, so waiting on one ends only when the task is stopped.
+    pub async fn wait(self) -> anyhow::Result<i32> {
+        match self {
+            Target::Process(s) => s.wait().await,
+            Target::Container(c) => c.wait().await,
+            Target::Attach(_) => std::future::pending().await,
+        }
     }
 
     /// Stops an owned server (TERM, grace, KILL) or lets go of an attached one.
@@ -57,6 +117,8 @@ impl Target {
                 a.stop();
                 Ok(None)
             }
+            Target::Container(c) if c.owned() => c.stop(reason).await.map(Some),
+            Target::Container(c) => c.stop(reason).await.map(|_| None),
         }
     }
 }

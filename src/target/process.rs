@@ -75,6 +75,16 @@ pub enum State {
     },
 }
 
+impl State {
+    /// Who is running now, if anyone.
+    pub fn identity(&self) -> Option<Identity> {
+        match self {
+            State::Running(id) => Some(id.clone()),
+            _ => None,
+        }
+    }
+}
+
 pub struct Supervisor {
     ctl: mpsc::UnboundedSender<Control>,
     state: watch::Receiver<State>,
@@ -120,10 +130,7 @@ impl Supervisor {
 
     /// The current identity, when a process is running.
     pub fn identity(&self) -> Option<Identity> {
-        match &*self.state.borrow() {
-            State::Running(id) => Some(id.clone()),
-            _ => None,
-        }
+        self.state.borrow().identity()
     }
 
     pub fn send(&self, c: Control) {
@@ -174,12 +181,16 @@ fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::
             Ok(())
         });
     }
+    // Registered before the reaper can look, so it never takes this child's exit status.
+    let mut own = super::reaper::spawn_guard();
     let mut child = cmd.spawn().map_err(|source| SpawnError {
         command: cfg.command[0].clone(),
         source,
     })?;
     let spawned = Instant::now();
     let pid = child.id().unwrap_or(0);
+    own.register(pid);
+    drop(own);
     let identity = super::identity_of(pid).unwrap_or(Identity {
         pid,
         start_time: 0,
@@ -243,6 +254,7 @@ async fn supervise(
     loop {
         let status = wait_child(&cfg, &journal, &mut run, &mut ctl, &mut stopping).await;
         let exit_t = journal.now_s();
+        super::reaper::forget(run.pid);
         let age = run.spawned.elapsed();
         let info = ExitInfo::from_status(status);
         let requested = stopping.is_some();
