@@ -4,14 +4,16 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Method, Uri};
 
-use super::{build_target, check_outputs, open_journal, target_config, write_views, Signals};
+use super::{
+    check_outputs, open_journal, start_measured, target_config, write_views, Measured, Signals,
+};
 use crate::cli::LoadArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{Event, Journal, LoadSettings, Settings};
@@ -21,9 +23,8 @@ use crate::load::health::Prober;
 use crate::load::ladder::{run_level, LadderConfig};
 use crate::load::outcome::Rejection;
 use crate::report::{self, View};
-use crate::sample::{spawn_sampling, PidSource};
 use crate::target::process::State;
-use crate::target::{attach::Attach, Target};
+use crate::target::Target;
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let cfg = ladder_config(&args)?;
@@ -64,51 +65,15 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             "--sample-interval must be more than zero, e.g. 500ms",
         ));
     }
-    // The GPU check comes before the server starts: `--gpu on` without a driver refuses having run
-    // nothing. The sampler learns the server's pid once the target exists.
-    let late: Arc<OnceLock<PidSource>> = Arc::new(OnceLock::new());
-    let late_pids: PidSource = {
-        let late = late.clone();
-        Box::new(move || late.get().and_then(|f| f()))
-    };
-    let gpu = match super::gpu::gpu_sampler(&args.gpu, late_pids, &journal) {
-        Ok(g) => g,
-        Err(e) => {
-            journal.emit(Event::Note {
-                level: "refused".into(),
-                text: format!("{e:#}"),
-            });
-            finish(&journal, &args, "refused before starting the server", false)?;
-            return Err(e);
-        }
-    };
-
-    let target = match target_cfg {
-        None => {
-            let port = cfg.spec.uri.port_u16().unwrap_or(80);
-            Target::Attach(Attach::start(port, journal.clone()))
-        }
-        Some(tcfg) => match build_target(tcfg, &journal).await {
-            Ok(t) => t,
-            Err(e) => {
-                journal.emit(Event::Note {
-                    level: "refused".into(),
-                    text: format!("{e:#}"),
-                });
-                finish(&journal, &args, "the server could not be started", true)?;
-                // No engine, no such image: configuration to fix (2), not a refusal to measure.
-                if e.chain().any(|c| c.is::<crate::error::UsageError>()) {
-                    return Err(e);
-                }
-                return Err(refuse(format!("{e:#}")));
+    let port = cfg.spec.uri.port_u16().unwrap_or(80);
+    let Measured { target, sampling } =
+        match start_measured(&args.gpu, target_cfg, port, &journal, args.sample_interval).await {
+            Ok(m) => m,
+            Err(ns) => {
+                finish(&journal, &args, ns.reason, ns.partial)?;
+                return Err(ns.error);
             }
-        },
-    };
-    let _ = late.set(target.pid_source());
-    // The process tree from /proc, or the engine's container stats; and the GPUs.
-    let mut samplers = target.samplers();
-    samplers.extend(gpu);
-    let sampling = spawn_sampling(samplers, journal.clone(), args.sample_interval);
+        };
 
     let mut signals = Signals::install()?;
     let result = {

@@ -130,6 +130,77 @@ pub fn target_config(
 }
 
 /// Starts the server under test; its first spawn is journalled when this returns.
+/// The server under test with its samplers running.
+pub struct Measured {
+    pub target: Target,
+    pub sampling: crate::sample::Sampling,
+}
+
+/// Why nothing could be measured: already journalled as a refusal; the caller finishes the run with
+/// `reason` (and `partial`) and returns `error`.
+pub struct NotStarted {
+    pub error: anyhow::Error,
+    pub reason: &'static str,
+    pub partial: bool,
+}
+
+/// For load and soak: the GPU check first (so `--gpu on` without a driver refuses having started
+/// nothing), then the target — started from `target_cfg`, or attached to by `port` — then the
+/// process or container sampler and the GPU sampler, every `interval`.
+pub async fn start_measured(
+    gpu: &crate::cli::GpuArgs,
+    target_cfg: Option<TargetConfig>,
+    port: u16,
+    journal: &Journal,
+    interval: std::time::Duration,
+) -> Result<Measured, NotStarted> {
+    use crate::sample::PidSource;
+    use std::sync::OnceLock;
+    let refused = |e: &anyhow::Error| {
+        journal.emit(crate::journal::Event::Note {
+            level: "refused".into(),
+            text: format!("{e:#}"),
+        })
+    };
+    // The GPU sampler learns the server's pid once the target exists.
+    let late: Arc<OnceLock<PidSource>> = Arc::new(OnceLock::new());
+    let late_pids: PidSource = {
+        let late = late.clone();
+        Box::new(move || late.get().and_then(|f| f()))
+    };
+    let gpu = gpu::gpu_sampler(gpu, late_pids, journal).map_err(|error| {
+        refused(&error);
+        NotStarted {
+            error,
+            reason: "refused before starting the server",
+            partial: false,
+        }
+    })?;
+    let target = match target_cfg {
+        None => Target::Attach(crate::target::attach::Attach::start(port, journal.clone())),
+        Some(tcfg) => build_target(tcfg, journal).await.map_err(|e| {
+            refused(&e);
+            // No engine, no such image: configuration to fix (2), not a refusal to measure.
+            let error = if e.chain().any(|c| c.is::<crate::error::UsageError>()) {
+                e
+            } else {
+                crate::error::refuse(format!("{e:#}"))
+            };
+            NotStarted {
+                error,
+                reason: "the server could not be started",
+                partial: true,
+            }
+        })?,
+    };
+    let _ = late.set(target.pid_source());
+    // The process tree from /proc, or the engine's container stats; and the GPUs.
+    let mut samplers = target.samplers();
+    samplers.extend(gpu);
+    let sampling = crate::sample::spawn_sampling(samplers, journal.clone(), interval);
+    Ok(Measured { target, sampling })
+}
+
 pub async fn build_target(cfg: TargetConfig, journal: &Journal) -> anyhow::Result<Target> {
     Ok(match cfg {
         TargetConfig::Process(c) => Target::Process(Supervisor::start(c, journal.clone()).await?),

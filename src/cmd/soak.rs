@@ -3,10 +3,12 @@
 //! faults and gauges, then stop and render the views from the journal. Exit codes: 0 pass, 1 fail (a
 //! violation, a leak, an undrained gauge, errors), 2 usage, 3 refused to measure, 130 interrupted.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::load::{check_loopback, wait_ready, Stop};
-use super::{build_target, check_outputs, open_journal, target_config, write_views, Signals};
+use super::{
+    check_outputs, open_journal, start_measured, target_config, write_views, Measured, Signals,
+};
 use crate::analyze::soak::SoakSettings;
 use crate::cli::SoakArgs;
 use crate::error::{refuse, usage};
@@ -16,9 +18,8 @@ use crate::load::health::Prober;
 use crate::load::plan::{self, Overrides, RealSecrets, SoakPlan};
 use crate::load::soak::{Action, Ending, Injector, Progress, Soak};
 use crate::report::{self, View};
-use crate::sample::{spawn_sampling, PidSource};
 use crate::target::process::RestartPolicy;
-use crate::target::{attach::Attach, Target};
+use crate::target::Target;
 
 pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     let plan = Arc::new(load_plan(&args)?);
@@ -67,43 +68,15 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     }));
     let prober = Prober::new(plan.health.clone(), plan.check_timeout);
 
-    let late: Arc<OnceLock<PidSource>> = Arc::new(OnceLock::new());
-    let late_pids: PidSource = {
-        let late = late.clone();
-        Box::new(move || late.get().and_then(|f| f()))
-    };
-    let gpu = match super::gpu::gpu_sampler(&args.gpu, late_pids, &journal) {
-        Ok(g) => g,
-        Err(e) => {
-            refused_note(&journal, &format!("{e:#}"));
-            finish(&journal, &args, "refused before starting the server", false)?;
-            return Err(e);
-        }
-    };
-
-    let target = match target_cfg {
-        None => Target::Attach(Attach::start(
-            plan.base.port_u16().unwrap_or(80),
-            journal.clone(),
-        )),
-        Some(tcfg) => match build_target(tcfg, &journal).await {
-            Ok(t) => t,
-            Err(e) => {
-                refused_note(&journal, &format!("{e:#}"));
-                finish(&journal, &args, "the server could not be started", true)?;
-                // No engine, no such image: configuration to fix (2), not a refusal to measure.
-                if e.chain().any(|c| c.is::<crate::error::UsageError>()) {
-                    return Err(e);
-                }
-                return Err(refuse(format!("{e:#}")));
+    let port = plan.base.port_u16().unwrap_or(80);
+    let Measured { target, sampling } =
+        match start_measured(&args.gpu, target_cfg, port, &journal, args.sample_interval).await {
+            Ok(m) => m,
+            Err(ns) => {
+                finish(&journal, &args, ns.reason, ns.partial)?;
+                return Err(ns.error);
             }
-        },
-    };
-    let _ = late.set(target.pid_source());
-    // The process tree from /proc, or the engine's container stats; and the GPUs.
-    let mut samplers = target.samplers();
-    samplers.extend(gpu);
-    let sampling = spawn_sampling(samplers, journal.clone(), args.sample_interval);
+        };
     let mut signals = Signals::install()?;
 
     let ready = {
