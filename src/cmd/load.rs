@@ -11,9 +11,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Method, Uri};
 
-use super::{
-    check_outputs, open_journal, start_measured, target_config, write_views, Measured, Signals,
-};
+use super::{check_outputs, open_journal, start_measured, target_config, Measured, Signals};
 use crate::cli::LoadArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{Event, Journal, LoadSettings, Settings};
@@ -22,7 +20,7 @@ use crate::load::floor;
 use crate::load::health::Prober;
 use crate::load::ladder::{run_level, LadderConfig};
 use crate::load::outcome::Rejection;
-use crate::report::{self, View};
+use crate::report;
 use crate::target::process::State;
 use crate::target::Target;
 
@@ -121,49 +119,11 @@ async fn measure(
     if let (true, Some(state)) = (target.owned(), target.state()) {
         wait_ready(state, prober, journal, args.ready_timeout).await?;
     }
-    let f = floor::measure(&cfg.spec.uri, args.max_connect_floor).await;
-    let limit_ms = args.max_connect_floor.as_secs_f64() * 1000.0;
-    journal.emit(Event::ConnectFloor {
-        host: f.host.clone(),
-        port: f.port,
-        addrs: f.addrs.clone(),
-        median_ms: f.median_ms,
-        limit_ms,
-        advice: f.advice.clone(),
-    });
+    check_floor(&cfg.spec.uri, args.max_connect_floor, journal).await?;
     let refuse_with = |why: String| {
-        journal.emit(Event::Note {
-            level: "refused".into(),
-            text: why.clone(),
-        });
+        refused_note(journal, &why);
         Err(Stop::Refused(why))
     };
-    match f.median_ms {
-        Some(m) if m > limit_ms => {
-            let mut why = format!(
-                "the connect floor to {}:{} is {m:.1} ms (median of plain TCP connects), over --max-connect-floor {limit_ms:.0} ms: every latency would carry the harness's own connect cost",
-                f.host, f.port
-            );
-            if let Some(a) = &f.advice {
-                why.push_str(&format!(". {a}"));
-            }
-            return refuse_with(why);
-        }
-        None => {
-            let mut why = format!(
-                "no TCP connect to {}:{} succeeded: nothing to measure (is the server listening there?)",
-                f.host, f.port
-            );
-            if let Some(a) = &f.advice {
-                why.push_str(&format!(". {a}"));
-            }
-            return refuse_with(why);
-        }
-        Some(m) => eprintln!(
-            "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
-            f.host, f.port
-        ),
-    }
     // A target unhealthy before the first level: nothing could be measured honestly (a later level
     // that finds the server wedged is skipped instead, since earlier levels did measure).
     let first = prober.probe_journalled(journal, "before the ladder").await;
@@ -182,6 +142,56 @@ async fn measure(
         }
     }
     Ok(())
+}
+
+/// The connect floor, journalled; a floor over the limit (or no connect at all) is a refusal, with
+/// the fix named when a host name resolves to a slow address first.
+pub(crate) async fn check_floor(
+    uri: &Uri,
+    max_floor: Duration,
+    journal: &Journal,
+) -> Result<(), Stop> {
+    let f = floor::measure(uri, max_floor).await;
+    let limit_ms = max_floor.as_secs_f64() * 1000.0;
+    journal.emit(Event::ConnectFloor {
+        host: f.host.clone(),
+        port: f.port,
+        addrs: f.addrs.clone(),
+        median_ms: f.median_ms,
+        limit_ms,
+        advice: f.advice.clone(),
+    });
+    let why = match f.median_ms {
+        Some(m) if m <= limit_ms => {
+            eprintln!(
+                "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
+                f.host, f.port
+            );
+            return Ok(());
+        }
+        Some(m) => format!(
+            "the connect floor to {}:{} is {m:.1} ms (median of plain TCP connects), over --max-connect-floor {limit_ms:.0} ms: every latency would carry the harness's own connect cost",
+            f.host, f.port
+        ),
+        None => format!(
+            "no TCP connect to {}:{} succeeded: nothing to measure (is the server listening there?)",
+            f.host, f.port
+        ),
+    };
+    let why = match &f.advice {
+        Some(a) => format!("{why}. {a}"),
+        None => why,
+    };
+    refused_note(journal, &why);
+    Err(Stop::Refused(why))
+}
+
+/// Journals why witness refuses to measure; analysis reads it back as the run's refusal.
+pub(crate) fn refused_note(journal: &Journal, text: &str) {
+    journal.emit(Event::Note {
+        level: "refused".into(),
+        text: text.into(),
+    });
 }
 
 /// Waits until the started server answers 200, journalled as time-to-ready.
@@ -254,19 +264,7 @@ fn finish(
     reason: &str,
     partial: bool,
 ) -> anyhow::Result<crate::analyze::Analysis> {
-    journal.emit(Event::End {
-        reason: reason.into(),
-        partial,
-        exit_code: None,
-    });
-    journal.flush()?;
-    let loaded = crate::journal::read(journal.path())?;
-    let analysis = crate::analyze::analyze(&loaded);
-    let term = report::terminal::Terminal::for_stderr();
-    eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
-    eprintln!("witness: journal: {}", journal.path().display());
-    write_views(&args.output, &analysis)?;
-    Ok(analysis)
+    super::finish_run(journal, &args.output, reason, partial, None)
 }
 
 fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {

@@ -130,6 +130,31 @@ pub fn target_config(
 }
 
 /// Starts the server under test; its first spawn is journalled when this returns.
+/// Ends the journal, reads it back, prints the terminal view and writes the requested views: the
+/// live path is the re-render path (`witness report` shows the same).
+pub fn finish_run(
+    journal: &Journal,
+    output: &OutputArgs,
+    reason: &str,
+    partial: bool,
+    exit_code: Option<i32>,
+) -> anyhow::Result<Analysis> {
+    use crate::report::View;
+    journal.emit(crate::journal::Event::End {
+        reason: reason.into(),
+        partial,
+        exit_code,
+    });
+    journal.flush()?;
+    let loaded = crate::journal::read(journal.path())?;
+    let analysis = crate::analyze::analyze(&loaded);
+    let term = views::terminal::Terminal::for_stderr();
+    eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
+    eprintln!("witness: journal: {}", journal.path().display());
+    write_views(output, &analysis)?;
+    Ok(analysis)
+}
+
 /// The server under test with its samplers running.
 pub struct Measured {
     pub target: Target,

@@ -5,19 +5,15 @@
 
 use std::sync::Arc;
 
-use super::load::{check_loopback, wait_ready, Stop};
-use super::{
-    check_outputs, open_journal, start_measured, target_config, write_views, Measured, Signals,
-};
+use super::load::{check_floor, check_loopback, wait_ready, Stop};
+use super::{check_outputs, open_journal, start_measured, target_config, Measured, Signals};
 use crate::analyze::soak::SoakSettings;
 use crate::cli::SoakArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{secs, Event, Journal, Settings};
-use crate::load::floor;
 use crate::load::health::Prober;
 use crate::load::plan::{self, Overrides, RealSecrets, SoakPlan};
 use crate::load::soak::{Action, Ending, Injector, Progress, Soak};
-use crate::report::{self, View};
 use crate::target::process::RestartPolicy;
 use crate::target::Target;
 
@@ -153,13 +149,6 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     }
 }
 
-fn refused_note(journal: &Journal, text: &str) {
-    journal.emit(Event::Note {
-        level: "refused".into(),
-        text: text.into(),
-    });
-}
-
 /// Reads and resolves the plan; a mistake in it is a usage error that names line, column and key.
 fn load_plan(args: &SoakArgs) -> anyhow::Result<SoakPlan> {
     let src = std::fs::read_to_string(&args.plan).map_err(|e| {
@@ -220,39 +209,7 @@ async fn prepare(
     if let (true, Some(state)) = (target.owned(), target.state()) {
         wait_ready(state, prober, journal, plan.ready_timeout).await?;
     }
-    let f = floor::measure(&plan.base, args.max_connect_floor).await;
-    let limit_ms = args.max_connect_floor.as_secs_f64() * 1000.0;
-    journal.emit(Event::ConnectFloor {
-        host: f.host.clone(),
-        port: f.port,
-        addrs: f.addrs.clone(),
-        median_ms: f.median_ms,
-        limit_ms,
-        advice: f.advice.clone(),
-    });
-    let why = match f.median_ms {
-        Some(m) if m <= limit_ms => {
-            eprintln!(
-                "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
-                f.host, f.port
-            );
-            return Ok(());
-        }
-        Some(m) => format!(
-            "the connect floor to {}:{} is {m:.1} ms (median of plain TCP connects), over --max-connect-floor {limit_ms:.0} ms: every latency would carry the harness's own connect cost",
-            f.host, f.port
-        ),
-        None => format!(
-            "no TCP connect to {}:{} succeeded: nothing to measure (is the server listening there?)",
-            f.host, f.port
-        ),
-    };
-    let why = match &f.advice {
-        Some(a) => format!("{why}. {a}"),
-        None => why,
-    };
-    refused_note(journal, &why);
-    Err(Stop::Refused(why))
+    check_floor(&plan.base, args.max_connect_floor, journal).await
 }
 
 fn finish(
@@ -261,17 +218,5 @@ fn finish(
     reason: &str,
     partial: bool,
 ) -> anyhow::Result<crate::analyze::Analysis> {
-    journal.emit(Event::End {
-        reason: reason.into(),
-        partial,
-        exit_code: None,
-    });
-    journal.flush()?;
-    let loaded = crate::journal::read(journal.path())?;
-    let analysis = crate::analyze::analyze(&loaded);
-    let term = report::terminal::Terminal::for_stderr();
-    eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
-    eprintln!("witness: journal: {}", journal.path().display());
-    write_views(&args.output, &analysis)?;
-    Ok(analysis)
+    super::finish_run(journal, &args.output, reason, partial, None)
 }

@@ -11,11 +11,10 @@ use nix::sys::signal::Signal;
 use tokio::sync::watch;
 
 use super::TargetConfig;
-use super::{build_target, check_outputs, open_journal, target_config, write_views, Signals};
+use super::{build_target, check_outputs, open_journal, target_config, Signals};
 use crate::cli::WrapArgs;
 use crate::error::usage;
 use crate::journal::{Event, Settings};
-use crate::report::{self, View};
 use crate::sample::{spawn_sampling, PidSource};
 use crate::target::process::{Control, State};
 use crate::target::reaper::Reaper;
@@ -160,17 +159,5 @@ fn finish(
     reason: &str,
     status: Option<i32>,
 ) -> anyhow::Result<()> {
-    journal.emit(Event::End {
-        reason: reason.into(),
-        partial: false,
-        exit_code: status,
-    });
-    journal.flush()?;
-    let loaded = crate::journal::read(journal.path())?;
-    let analysis = crate::analyze::analyze(&loaded);
-    let term = report::terminal::Terminal::for_stderr();
-    let text = term.render(&analysis)?;
-    eprint!("{}", String::from_utf8_lossy(&text));
-    eprintln!("witness: journal: {}", journal.path().display());
-    write_views(&args.output, &analysis)
+    super::finish_run(journal, &args.output, reason, false, status).map(|_| ())
 }
