@@ -427,6 +427,8 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                 let label = match (code, signal) {
                     (_, Some(sig)) => format!("{sig} ({status})"),
                     (Some(c), None) => format!("exit {c}"),
+                    // Not witness's child (attached): gone, with a status nobody can read.
+                    (None, None) if *status < 0 => "gone".to_string(),
                     (None, None) => format!("exit {status}"),
                 };
                 let oom = if *oom_killed == Some(true) {

@@ -58,6 +58,8 @@ pub async fn run_level(
                 before.text()
             )),
         });
+        // A server coming back from a restart gets the settle time before the next level's probe.
+        tokio::time::sleep(cfg.settle).await;
         return;
     }
     journal.emit(Event::LevelStart {
