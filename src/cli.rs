@@ -183,7 +183,7 @@ pub struct WrapArgs {
     pub gpu: GpuArgs,
     /// How often the server's resources (process tree or container stats, GPUs) are read. The
     /// engine collects a container's stats once a second, so they come no faster than that.
-    #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
+    #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "DURATION")]
     pub sample_interval: Duration,
     /// The server to run, after `--` (with --image: the container's command).
     #[arg(last = true, required_unless_present_any = ["image", "container"], value_name = "CMD")]
@@ -250,7 +250,7 @@ pub struct LoadArgs {
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub health_timeout: Duration,
     /// How often the server's resources are sampled.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_parser = parse_interval, default_value = "1s")]
     pub sample_interval: Duration,
     /// Pass the started server's output through to witness's stderr.
     #[arg(long)]
@@ -294,7 +294,7 @@ pub struct SoakArgs {
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// How often the server's resources (process tree, GPUs) are read.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_parser = parse_interval, default_value = "1s")]
     pub sample_interval: Duration,
     /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
@@ -417,6 +417,17 @@ fn parse_cpus(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A sampling interval: a duration that is more than zero.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!(
+            "{s:?} is no interval: it must be more than zero, e.g. 500ms or 1s"
+        ));
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,6 +439,8 @@ mod tests {
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_interval("0s").unwrap_err().contains("more than zero"));
+        assert_eq!(parse_interval("500ms").unwrap(), Duration::from_millis(500));
         let e = parse_duration("soon").unwrap_err();
         assert!(e.contains("like 100ms"), "{e}");
     }

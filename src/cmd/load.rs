@@ -58,11 +58,6 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         extra: serde_json::Value::Null,
     }));
     let prober = Prober::new(cfg.health.clone(), args.health_timeout);
-    if args.sample_interval.is_zero() {
-        return Err(usage(
-            "--sample-interval must be more than zero, e.g. 500ms",
-        ));
-    }
     let port = cfg.spec.uri.port_u16().unwrap_or(80);
     let Measured { target, sampling } =
         match start_measured(&args.gpu, target_cfg, port, &journal, args.sample_interval).await {

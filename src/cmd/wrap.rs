@@ -13,7 +13,6 @@ use tokio::sync::watch;
 use super::TargetConfig;
 use super::{build_target, check_outputs, open_journal, target_config, Signals};
 use crate::cli::WrapArgs;
-use crate::error::usage;
 use crate::journal::{Event, Settings};
 use crate::sample::{spawn_sampling, PidSource};
 use crate::target::process::{Control, State};
@@ -22,11 +21,6 @@ use crate::target::reaper::Reaper;
 pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     let cfg = target_config(&args.supervise, &args.container, args.command.clone(), true)?;
     check_outputs(&args.output)?;
-    if args.sample_interval.is_zero() {
-        return Err(usage(
-            "--sample-interval must be more than zero, e.g. --sample-interval 500ms",
-        ));
-    }
     let journal = open_journal("wrap", &args.output)?;
     journal.emit(Event::Settings(Settings {
         timers_s: args.supervise.timers_s(),
