@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::target::process::RestartPolicy;
+use crate::server::process::RestartPolicy;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -145,12 +145,12 @@ pub struct ContainerArgs {
     pub env: Vec<String>,
     /// Publish a container port: HOST:CONTAINER or IP:HOST:CONTAINER (repeatable). Without an IP
     /// the port is bound on 127.0.0.1 only.
-    #[arg(long = "publish", value_parser = crate::target::container::Publish::parse, value_name = "HOST:CONTAINER", requires = "image")]
-    pub publish: Vec<crate::target::container::Publish>,
+    #[arg(long = "publish", value_parser = crate::server::container::Publish::parse, value_name = "HOST:CONTAINER", requires = "image")]
+    pub publish: Vec<crate::server::container::Publish>,
     /// Docker's own restart policy for the new container: no, on-failure[:N], always, unless-stopped.
     /// witness counts the engine's restarts (its --restart is for child processes only).
-    #[arg(long = "docker-restart", value_parser = crate::target::container::DockerRestart::parse, value_name = "POLICY", requires = "image")]
-    pub docker_restart: Option<crate::target::container::DockerRestart>,
+    #[arg(long = "docker-restart", value_parser = crate::server::container::DockerRestart::parse, value_name = "POLICY", requires = "image")]
+    pub docker_restart: Option<crate::server::container::DockerRestart>,
     /// Leave the new container in place at the end (stopped), for `docker logs` or `docker inspect`.
     #[arg(long, requires = "image")]
     pub keep: bool,

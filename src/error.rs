@@ -10,7 +10,7 @@
 //! | 126/127 | wrap: the command could not be executed / was not found |
 //! | other | wrap: the child's own status (128+N for signal N) |
 
-use crate::target::process::SpawnError;
+use crate::server::process::SpawnError;
 
 /// The user asked for something witness cannot do as given; the message names the flag or file.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +37,7 @@ pub const WRAP_INTERNAL: i32 = 125;
 /// The exit code for an error that ended a run; `internal` is the mode's code for its own failures.
 pub fn exit_code(err: &anyhow::Error, internal: i32) -> i32 {
     for cause in err.chain() {
-        if cause.is::<UsageError>() || cause.is::<crate::target::logs::BadPattern>() {
+        if cause.is::<UsageError>() || cause.is::<crate::server::logs::BadPattern>() {
             return USAGE;
         }
         if cause.is::<Refusal>() {

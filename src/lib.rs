@@ -10,7 +10,7 @@ pub mod journal;
 pub mod load;
 pub mod report;
 pub mod sample;
-pub mod target;
+pub mod server;
 
 /// Runs one subcommand; returns witness's exit code.
 pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {

@@ -236,7 +236,7 @@ fn a_listener_whose_connects_stall_is_refused_with_the_floor_printed() {
     let port = free_port().to_string();
     let _server = Bg::start(Command::new(toy()).args(["--port", &port, "--never-accept"]));
     wait_until("the stalled listener", Duration::from_secs(10), || {
-        witness::target::listener_of(port.parse().unwrap()).is_some()
+        witness::server::listener_of(port.parse().unwrap()).is_some()
     });
     let url = format!("http://127.0.0.1:{port}/call");
     let out = load(&["--url", &url], &r);

@@ -361,7 +361,7 @@ pub(crate) mod tests {
             age_s: age,
             status: code,
             requested,
-            meaning: crate::target::exit::code_meaning(code),
+            meaning: crate::server::exit::code_meaning(code),
             oom_killed: None,
         }
     }

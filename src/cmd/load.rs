@@ -21,8 +21,8 @@ use crate::load::health::Prober;
 use crate::load::ladder::{run_level, LadderConfig};
 use crate::load::outcome::Rejection;
 use crate::report;
-use crate::target::process::State;
-use crate::target::Target;
+use crate::server::process::State;
+use crate::server::Target;
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let cfg = ladder_config(&args)?;

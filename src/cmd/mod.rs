@@ -13,10 +13,10 @@ use crate::cli::{ContainerArgs, OutputArgs, SuperviseArgs};
 use crate::error::usage;
 use crate::journal::{Header, Journal};
 use crate::report as views;
-use crate::target::container::{Container, ContainerConfig, RunSpec, Spec};
-use crate::target::logs::Patterns;
-use crate::target::process::{ProcessConfig, RestartPolicy, Supervisor};
-use crate::target::Target;
+use crate::server::container::{Container, ContainerConfig, RunSpec, Spec};
+use crate::server::logs::Patterns;
+use crate::server::process::{ProcessConfig, RestartPolicy, Supervisor};
+use crate::server::Target;
 
 /// The supervisor's config from its flags; a bad `--watch` is a usage error naming it.
 pub fn process_config(
@@ -202,7 +202,7 @@ pub async fn start_measured(
         }
     })?;
     let target = match target_cfg {
-        None => Target::Attach(crate::target::attach::Attach::start(port, journal.clone())),
+        None => Target::Attach(crate::server::attach::Attach::start(port, journal.clone())),
         Some(tcfg) => build_target(tcfg, journal).await.map_err(|e| {
             refused(&e);
             // No engine, no such image: configuration to fix (2), not a refusal to measure.

@@ -14,8 +14,8 @@ use crate::journal::{secs, Event, Journal, Settings};
 use crate::load::health::Prober;
 use crate::load::plan::{self, Overrides, RealSecrets, SoakPlan};
 use crate::load::soak::{Action, Ending, Injector, Progress, Soak};
-use crate::target::process::RestartPolicy;
-use crate::target::Target;
+use crate::server::process::RestartPolicy;
+use crate::server::Target;
 
 pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     let plan = Arc::new(load_plan(&args)?);

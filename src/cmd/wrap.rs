@@ -15,8 +15,8 @@ use super::{build_target, check_outputs, open_journal, target_config, Signals};
 use crate::cli::WrapArgs;
 use crate::journal::{Event, Settings};
 use crate::sample::{spawn_sampling, PidSource};
-use crate::target::process::{Control, State};
-use crate::target::reaper::Reaper;
+use crate::server::process::{Control, State};
+use crate::server::reaper::Reaper;
 
 pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     let cfg = target_config(&args.supervise, &args.container, args.command.clone(), true)?;

@@ -13,7 +13,7 @@ use super::health::Prober;
 use super::outcome::Rejection;
 use crate::analyze::verdict::group_of_level;
 use crate::journal::{Event, Journal};
-use crate::target::Target;
+use crate::server::Target;
 
 /// The ladder's settings, validated.
 #[derive(Clone, Debug)]

@@ -33,7 +33,7 @@ use crate::journal::{secs, Event, Identity, Journal, RunClock};
 use crate::report::bytes;
 use crate::sample::gauge::{first_line, value_at, Reader};
 use crate::sample::PidSource;
-use crate::target::process::Control;
+use crate::server::process::Control;
 
 /// A send more than this behind its schedule is late: its latency counts from when it was due.
 /// (Timers fire a little after their deadline; that slack is not the server's.)
@@ -989,7 +989,7 @@ async fn inject(
     let due = clock.instant() + Duration::from_secs_f64(t0_s) + inj.at;
     tokio::time::sleep_until(due.into()).await;
     let label = format!("{} (--inject {})", inj.action.name(), inj.text);
-    let before = (injector.pids)().and_then(crate::target::identity_of);
+    let before = (injector.pids)().and_then(crate::server::identity_of);
     let sig = match inj.action {
         Action::Kill => Signal::SIGKILL,
         Action::Stop { .. } => Signal::SIGSTOP,

@@ -1,5 +1,5 @@
-//! Targets: what runs the server under test. The process target supervises a child; the container
-//! target runs or attaches to a Docker container; the attach target watches whatever listens on a
+//! The server under test, however it runs. The process server supervises a child; the container
+//! server runs or attaches to a Docker container; the attach server watches whatever listens on a
 //! port. All give the load driver and samplers the same things: an identity (pid + start time, or
 //! container id + `StartedAt`), a lifecycle in the journal, and a way to stop.
 
