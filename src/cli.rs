@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::server::process::RestartPolicy;
+use crate::units::{parse_cpus, parse_duration, parse_interval, parse_memory_limit};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -135,7 +136,7 @@ pub struct ContainerArgs {
     pub container: Option<String>,
     /// Memory limit of the new container (512m, 1g; b/k/m/g as docker takes them). Swap is capped at
     /// the same value, so the limit is what the server gets.
-    #[arg(long, value_parser = parse_size, value_name = "SIZE", requires = "image")]
+    #[arg(long, value_parser = parse_memory_limit, value_name = "SIZE", requires = "image")]
     pub memory: Option<i64>,
     /// CPUs the new container may use (1.5 = one and a half cores).
     #[arg(long, value_parser = parse_cpus, value_name = "N", requires = "image")]
@@ -288,8 +289,8 @@ pub struct SoakArgs {
     /// A fault witness performs on purpose, to prove the harness notices: kill@5m, stop@2m+10s
     /// (SIGSTOP, SIGCONT 10 s later), restart@90s (SIGTERM; the restart policy brings it back).
     /// Repeatable.
-    #[arg(long = "inject", value_name = "FAULT@TIME", value_parser = parse_inject)]
-    pub inject: Vec<crate::load::soak::Inject>,
+    #[arg(long = "inject", value_name = "FAULT@TIME", value_parser = crate::soak::run::parse_inject)]
+    pub inject: Vec<crate::soak::run::Inject>,
     /// The base URL the plan's paths are joined to (overrides the plan's target.base_url).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
@@ -319,10 +320,6 @@ pub struct SoakArgs {
     pub command: Vec<String>,
 }
 
-fn parse_inject(s: &str) -> Result<crate::load::soak::Inject, String> {
-    crate::load::soak::parse_inject(s)
-}
-
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// A journal written by wrap, load or soak (complete, or cut off by a crash).
@@ -350,112 +347,9 @@ pub enum ReportFormat {
     Trace,
 }
 
-/// Durations the way people write them: `100ms`, `2s`, `1.5s`, `1m30s`, `2h`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if let Ok(d) = humantime::parse_duration(t) {
-        return Ok(d);
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration; write it like 100ms, 2s, 1.5s or 1m30s"))?;
-    let mult = match unit.trim() {
-        "" | "s" | "sec" | "secs" => 1.0,
-        "ms" => 0.001,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        u => return Err(format!("{s:?}: unknown unit {u:?}; use ms, s, m or h")),
-    };
-    let secs = n * mult;
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("{s:?} is not a usable duration"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Sizes the way docker takes them: bytes, or with b/k/m/g (KiB, MiB, GiB); `512m`, `1g`, `1.5g`.
-pub fn parse_size(s: &str) -> Result<i64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("ib")
-        .or_else(|| t.strip_suffix('b').filter(|r| r.ends_with(['k', 'm', 'g'])))
-        .unwrap_or(&t);
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size; write it like 64m, 512m or 1g"))?;
-    let mult = match unit {
-        "" | "b" => 1.0,
-        "k" => 1024.0,
-        "m" => 1024.0 * 1024.0,
-        "g" => 1024.0 * 1024.0 * 1024.0,
-        u => return Err(format!("{s:?}: unknown unit {u:?}; use b, k, m or g")),
-    };
-    let bytes = (n * mult).round();
-    // The engine refuses limits under 6 MiB; say so here, naming the value.
-    if !(bytes >= 6.0 * 1024.0 * 1024.0 && bytes < i64::MAX as f64) {
-        return Err(format!(
-            "{s:?} is not a usable memory limit (the engine needs at least 6m)"
-        ));
-    }
-    Ok(bytes as i64)
-}
-
-fn parse_cpus(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(n) if n > 0.0 && n.is_finite() => Ok(n),
-        _ => Err(format!(
-            "{s:?} is not a CPU count; write it like 1, 0.5 or 2.5"
-        )),
-    }
-}
-
-/// A sampling interval: a duration that is more than zero.
-pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    if d.is_zero() {
-        return Err(format!(
-            "{s:?} is no interval: it must be more than zero, e.g. 500ms or 1s"
-        ));
-    }
-    Ok(d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_accept_the_usual_human_forms() {
-        assert_eq!(parse_duration("100ms").unwrap(), Duration::from_millis(100));
-        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_interval("0s").unwrap_err().contains("more than zero"));
-        assert_eq!(parse_interval("500ms").unwrap(), Duration::from_millis(500));
-        let e = parse_duration("soon").unwrap_err();
-        assert!(e.contains("like 100ms"), "{e}");
-    }
-
-    #[test]
-    fn sizes_read_the_way_docker_takes_them() {
-        assert_eq!(parse_size("32m").unwrap(), 32 << 20);
-        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
-        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
-        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
-        assert_eq!(parse_size("8mb").unwrap(), 8 << 20);
-        assert!(parse_size("1k").unwrap_err().contains("at least 6m"));
-        assert!(parse_size("lots").unwrap_err().contains("like 64m"));
-        assert!(parse_size("5x").unwrap_err().contains("unknown unit"));
-    }
 
     #[test]
     fn container_flags_need_an_image_and_wrap_takes_image_or_command() {

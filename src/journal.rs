@@ -9,6 +9,8 @@
 //! [`read`] loads a journal back, accepting a last line cut off mid-write (and saying so), which is how
 //! `witness report` and every end-of-run view see the run: the live path and the re-render are one.
 
+pub mod meaning;
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -878,6 +880,19 @@ pub fn secs(s: f64) -> String {
     } else {
         format!("{}ms", micros(s * 1000.0).round() as u64)
     }
+}
+
+/// Latency as the soak counts it: from when the request was due, if it went late.
+pub fn latency_s(start_s: f64, duration_s: f64, scheduled_s: Option<f64>) -> f64 {
+    match scheduled_s {
+        Some(due) => duration_s + (start_s - due).max(0.0),
+        None => duration_s,
+    }
+}
+
+/// The request group a level's requests carry.
+pub fn group_of_level(index: u32) -> String {
+    format!("level{index}")
 }
 
 #[cfg(test)]

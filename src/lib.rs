@@ -11,6 +11,9 @@ pub mod load;
 pub mod report;
 pub mod sample;
 pub mod server;
+pub mod soak;
+pub mod stats;
+pub mod units;
 
 /// Runs one subcommand; returns witness's exit code.
 pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {

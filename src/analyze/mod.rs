@@ -4,7 +4,7 @@
 pub mod gpu;
 pub mod picture;
 pub mod soak;
-pub mod stats;
+pub use crate::stats;
 pub mod timeline;
 pub mod timers;
 pub mod trend;
@@ -361,7 +361,7 @@ pub(crate) mod tests {
             age_s: age,
             status: code,
             requested,
-            meaning: crate::server::exit::code_meaning(code),
+            meaning: crate::journal::meaning::code_meaning(code),
             oom_killed: None,
         }
     }

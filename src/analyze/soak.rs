@@ -13,15 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::stats::{Latency, Summary};
 use super::trend::{classify, Trend, TrendClass};
+pub use crate::journal::latency_s;
 use crate::journal::{secs, Event, Outcome, Record, Settings};
-
-/// Latency as the soak counts it: from when the request was due, if it went late.
-pub fn latency_s(start_s: f64, duration_s: f64, scheduled_s: Option<f64>) -> f64 {
-    match scheduled_s {
-        Some(due) => duration_s + (start_s - due).max(0.0),
-        None => duration_s,
-    }
-}
 
 /// What the soak journals about itself in `Settings.extra.soak`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::stats::{latency_of, Latency};
 use super::timers::{timer_at, TimerSource};
 use super::{ProcessLife, Suspicion};
+pub use crate::journal::group_of_level;
 use crate::journal::{secs, Event, Identity, Outcome, Probe, Record};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -340,11 +341,6 @@ pub fn analyze_load(
         },
         suspicions,
     )
-}
-
-/// The request group a level's requests carry.
-pub fn group_of_level(index: u32) -> String {
-    format!("level{index}")
 }
 
 fn level_of_group(g: &str) -> Option<u32> {

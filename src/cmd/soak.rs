@@ -12,10 +12,10 @@ use crate::cli::SoakArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{secs, Event, Journal, Settings};
 use crate::load::health::Prober;
-use crate::load::plan::{self, Overrides, RealSecrets, SoakPlan};
-use crate::load::soak::{Action, Ending, Injector, Progress, Soak};
 use crate::server::process::RestartPolicy;
 use crate::server::Target;
+use crate::soak::plan::{self, Overrides, RealSecrets, SoakPlan};
+use crate::soak::run::{Action, Ending, Injector, Progress, Soak};
 
 pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     let plan = Arc::new(load_plan(&args)?);

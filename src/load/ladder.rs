@@ -11,8 +11,7 @@ use hyper::Uri;
 use super::client::{self, Limits, RequestSpec};
 use super::health::Prober;
 use super::outcome::Rejection;
-use crate::analyze::verdict::group_of_level;
-use crate::journal::{Event, Journal};
+use crate::journal::{group_of_level, Event, Journal};
 use crate::server::Target;
 
 /// The ladder's settings, validated.

@@ -11,7 +11,7 @@ use hyper::{HeaderMap, Uri};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 
-use crate::load::plan::Source;
+use crate::soak::plan::Source;
 
 /// The most of a body kept for reading a value out of it.
 const BODY_LIMIT: usize = 1 << 20;

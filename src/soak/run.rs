@@ -24,16 +24,15 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::client::{self, HttpClient, RequestSpec};
-use super::health::Prober;
 use super::plan::{Check, CountRange, DurRange, Expect, Phase, SoakPlan, Source};
-use crate::analyze::soak::latency_s;
-use crate::analyze::stats::Summary;
-use crate::journal::{secs, Event, Identity, Journal, RunClock};
+use crate::journal::{latency_s, secs, Event, Identity, Journal, RunClock};
+use crate::load::client::{self, HttpClient, RequestSpec};
+use crate::load::health::Prober;
 use crate::report::bytes;
 use crate::sample::gauge::{first_line, value_at, Reader};
 use crate::sample::PidSource;
 use crate::server::process::Control;
+use crate::stats::Summary;
 
 /// A send more than this behind its schedule is late: its latency counts from when it was due.
 /// (Timers fire a little after their deadline; that slack is not the server's.)
@@ -97,12 +96,12 @@ pub fn parse_inject(s: &str) -> Result<Inject, String> {
         Some((a, h)) => (a, Some(h)),
         None => (when, None),
     };
-    let at = crate::cli::parse_duration(at).map_err(|e| format!("{s:?}: {e}"))?;
+    let at = crate::units::parse_duration(at).map_err(|e| format!("{s:?}: {e}"))?;
     let action = match (what.trim(), hold) {
         ("kill", None) => Action::Kill,
         ("restart", None) => Action::Restart,
         ("stop", Some(h)) => {
-            let hold = crate::cli::parse_duration(h).map_err(|e| format!("{s:?}: {e}"))?;
+            let hold = crate::units::parse_duration(h).map_err(|e| format!("{s:?}: {e}"))?;
             if hold.is_zero() {
                 return Err(format!("{s:?}: the stop must last more than zero"));
             }

@@ -21,8 +21,8 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
-use super::client::Limits;
-use super::outcome::Rejection;
+use crate::load::client::Limits;
+use crate::load::outcome::Rejection;
 
 // ---- values with units ---------------------------------------------------------------------------
 
@@ -39,7 +39,7 @@ impl<'de> Deserialize<'de> for Dur {
 
 fn dur_of(v: &toml::Value) -> Result<Duration, String> {
     match v {
-        toml::Value::String(s) => crate::cli::parse_duration(s).map_err(|e| {
+        toml::Value::String(s) => crate::units::parse_duration(s).map_err(|e| {
             if e.contains("write it like") {
                 e
             } else {
@@ -136,42 +136,14 @@ impl<'de> Deserialize<'de> for Size {
         let v = toml::Value::deserialize(d)?;
         match &v {
             toml::Value::Integer(n) if *n > 0 => Ok(Size(*n as u64)),
-            toml::Value::String(s) => parse_size(s).map(Size).map_err(D::Error::custom),
+            toml::Value::String(s) => crate::units::parse_size(s)
+                .map(Size)
+                .map_err(D::Error::custom),
             other => Err(D::Error::custom(format!(
                 "{other} is not a size; write it like \"512MiB\" or \"2GiB\""
             ))),
         }
     }
-}
-
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size; write it like \"512MiB\" or \"2GiB\""))?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "kb" => 1e3,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "mb" => 1e6,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "gb" => 1e9,
-        u => {
-            return Err(format!(
-                "{s:?}: unknown unit {u:?}; use KiB, MiB, GiB, kB, MB or GB"
-            ))
-        }
-    };
-    let b = n * mult;
-    if !b.is_finite() || b < 1.0 {
-        return Err(format!("{s:?} is not a usable size"));
-    }
-    Ok(b as u64)
 }
 
 // ---- the file as written -------------------------------------------------------------------------
@@ -1742,12 +1714,5 @@ drain = true
         let src = "duration = \"1s\"\n[target]\nbase_url = \"http://127.0.0.1:1\"\n";
         let e = resolved(src).unwrap_err();
         assert!(e.message.contains("no workers"), "{e}");
-    }
-
-    #[test]
-    fn sizes_read_like_memory_is_sold() {
-        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
-        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
-        assert!(parse_size("lots").is_err());
     }
 }

@@ -1,4 +1,5 @@
-//! Latency statistics from HDR histograms: bounded memory however long the run, microsecond
+//! Latency statistics from HDR histograms (a building block shared by analysis and by the live
+//! progress lines of the producers, so it sits outside `analyze/`): bounded memory however long the run, microsecond
 //! resolution, no cap on long durations (an 85 s "latency" must show as 85 s, not as a clipped max).
 
 use hdrhistogram::Histogram;

@@ -1,0 +1,217 @@
+//! Durations, sizes and counts as people write them: one bounded parser each, used by clap's value
+//! parsers (cli.rs) and by the soak plan alike, so a flag and a plan key accept and refuse the same
+//! things with the same words.
+
+use std::time::Duration;
+
+/// The longest duration witness accepts anywhere (30 days): longer is a typo, and unbounded values
+/// overflow clocks or sleep forever.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+const DURATION_HINT: &str = "write it like 100ms, 2s, 1.5s, 1m30s or 2h (units: ms, s, m, h)";
+
+/// Durations the way people write them: `100ms`, `2s`, `1.5s`, `1m30s`, `2h`; a bare number is
+/// seconds. Units are ms, s, m and h only; at most 30 days; never negative.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("{s:?} is negative; a duration is zero or more"));
+    }
+    if t.is_empty() {
+        return Err(format!("an empty value is not a duration; {DURATION_HINT}"));
+    }
+    let mut rest = t;
+    let mut total = 0.0f64;
+    let mut parts = 0;
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(split);
+        let n: f64 = num
+            .parse()
+            .map_err(|_| format!("{s:?} is not a duration; {DURATION_HINT}"))?;
+        let ulen = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, next) = tail.split_at(ulen);
+        let mult = match unit.trim() {
+            "" if parts == 0 && next.is_empty() => 1.0,
+            "s" | "sec" | "secs" => 1.0,
+            "ms" => 0.001,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(format!("{s:?} is not a duration; {DURATION_HINT}")),
+            u => return Err(format!(
+                "{s:?}: unknown unit {u:?}; witness takes ms, s, m and h (e.g. 100ms, 2s, 1m30s)"
+            )),
+        };
+        total += n * mult;
+        parts += 1;
+        rest = next;
+    }
+    if !total.is_finite() || total > MAX_DURATION.as_secs_f64() {
+        return Err(format!(
+            "{s:?} is too long: witness takes durations up to 720h (30 days)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// A duration that must be more than zero (intervals, timeouts, run lengths).
+pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("{s:?} must be more than zero, e.g. 500ms or 1s"));
+    }
+    Ok(d)
+}
+
+/// A sampling interval: a duration that is more than zero.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    parse_duration(s).and_then(|d| {
+        if d.is_zero() {
+            Err(format!(
+                "{s:?} is no interval: it must be more than zero, e.g. 500ms or 1s"
+            ))
+        } else {
+            Ok(d)
+        }
+    })
+}
+
+/// Memory limits the way docker takes them: bytes, or with b/k/m/g (KiB, MiB, GiB); `512m`, `1g`.
+/// The engine refuses limits under 6 MiB, so they are refused here, naming the value.
+pub fn parse_memory_limit(s: &str) -> Result<i64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b').filter(|r| r.ends_with(['k', 'm', 'g'])))
+        .unwrap_or(&t);
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size; write it like 64m, 512m or 1g"))?;
+    let mult = match unit {
+        "" | "b" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        u => return Err(format!("{s:?}: unknown unit {u:?}; use b, k, m or g")),
+    };
+    let bytes = (n * mult).round();
+    if !(bytes >= 6.0 * 1024.0 * 1024.0 && bytes < i64::MAX as f64) {
+        return Err(format!(
+            "{s:?} is not a usable memory limit (the engine needs at least 6m)"
+        ));
+    }
+    Ok(bytes as i64)
+}
+
+/// Sizes in plans and flags: bytes, or "512MiB", "2GiB", "300MB" (k/m/g alone are binary).
+/// At most 1 TiB.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size; write it like \"512MiB\" or \"2GiB\""))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "kb" => 1e3,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "mb" => 1e6,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "gb" => 1e9,
+        u => {
+            return Err(format!(
+                "{s:?}: unknown unit {u:?}; use KiB, MiB, GiB, kB, MB or GB"
+            ))
+        }
+    };
+    let b = n * mult;
+    if !b.is_finite() || b < 1.0 || b > (1u64 << 40) as f64 {
+        return Err(format!("{s:?} is not a usable size (from 1 byte to 1TiB)"));
+    }
+    Ok(b as u64)
+}
+
+/// A CPU count for a container: more than zero.
+pub fn parse_cpus(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(n) if n > 0.0 && n.is_finite() && n <= 4096.0 => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a CPU count; write it like 1, 0.5 or 2.5"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_the_usual_human_forms() {
+        assert_eq!(parse_duration("100ms").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1h2m").unwrap(), Duration::from_secs(3720));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
+        assert!(parse_interval("0s").unwrap_err().contains("more than zero"));
+        assert!(parse_positive_duration("0ms")
+            .unwrap_err()
+            .contains("more than zero"));
+        assert_eq!(parse_interval("500ms").unwrap(), Duration::from_millis(500));
+        let e = parse_duration("soon").unwrap_err();
+        assert!(e.contains("like 100ms"), "{e}");
+    }
+
+    #[test]
+    fn durations_are_bounded_and_only_documented_units_pass() {
+        for bad in ["1y", "1w", "3d", "1ns", "5us"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("unknown unit"), "{bad}: {e}");
+        }
+        for huge in ["99999999999999999999999", "10000000000000000000s", "721h"] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains("too long"), "{huge}: {e}");
+        }
+        assert_eq!(parse_duration("720h").unwrap(), MAX_DURATION);
+        assert!(parse_duration("-1s").unwrap_err().contains("negative"));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("1s2").is_err());
+    }
+
+    #[test]
+    fn sizes_read_the_way_docker_takes_them() {
+        assert_eq!(parse_memory_limit("32m").unwrap(), 32 << 20);
+        assert_eq!(parse_memory_limit("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_memory_limit("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_memory_limit("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_memory_limit("8mb").unwrap(), 8 << 20);
+        assert!(parse_memory_limit("1k")
+            .unwrap_err()
+            .contains("at least 6m"));
+        assert!(parse_memory_limit("lots").unwrap_err().contains("like 64m"));
+        assert!(parse_memory_limit("5x")
+            .unwrap_err()
+            .contains("unknown unit"));
+    }
+
+    #[test]
+    fn plan_sizes_are_binary_or_decimal_and_bounded() {
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("2000000GiB").unwrap_err().contains("1TiB"));
+    }
+}
