@@ -224,6 +224,18 @@ pub enum ErrorKind {
     Protocol,
     Http4xx,
     Http5xx,
+    /// A 3xx the user did not list as accepted (redirects are not followed).
+    Http3xx,
+    /// MCP: a JSON-RPC error answer (code and message in the detail).
+    Rpc,
+    /// MCP: a tool result with `isError: true` (the start of its text in the detail).
+    ToolError,
+    /// The pipe or stream to the server closed (MCP over stdio or SSE).
+    Closed,
+    /// witness's own failure (out of file descriptors, ...): never the server's error.
+    Local,
+    /// witness was interrupted while this exchange was in flight.
+    Interrupted,
     Other,
 }
 
@@ -237,6 +249,12 @@ impl std::fmt::Display for ErrorKind {
             ErrorKind::Protocol => "protocol error",
             ErrorKind::Http4xx => "HTTP",
             ErrorKind::Http5xx => "HTTP",
+            ErrorKind::Http3xx => "HTTP redirect",
+            ErrorKind::Rpc => "JSON-RPC error",
+            ErrorKind::ToolError => "tool error",
+            ErrorKind::Closed => "connection closed",
+            ErrorKind::Local => "witness's own failure",
+            ErrorKind::Interrupted => "interrupted",
             ErrorKind::Other => "other",
         })
     }
@@ -372,6 +390,28 @@ pub enum Event {
         reason: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         engine_restart_count: Option<u64>,
+    },
+    /// A descendant of the server appeared: a pre-fork worker, an `sh -c` child, a daemon.
+    WorkerStart {
+        pid: u32,
+        ppid: u32,
+        start_time: u64,
+        command: Vec<String>,
+    },
+    /// A descendant of the server disappeared. `how` says how it died where it can be known and
+    /// `source` how that was learnt: "proc_connector", "wait" (witness reaped it as subreaper),
+    /// "log_line" (the parent said so), or "unknown" ("gone, status unknown").
+    WorkerExit {
+        pid: u32,
+        ppid: u32,
+        command: Vec<String>,
+        age_s: f64,
+        how: String,
+        source: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
     },
     /// The server exited but something (a grandchild) still holds its output pipes.
     Leak { pid: u32, detail: String },
@@ -548,6 +588,8 @@ impl Event {
             Event::SignalSent { .. } => "signal_sent",
             Event::Restart { .. } => "restart",
             Event::Leak { .. } => "leak",
+            Event::WorkerStart { .. } => "worker_start",
+            Event::WorkerExit { .. } => "worker_exit",
             Event::Ready { .. } => "ready",
             Event::Fault { .. } => "fault",
             Event::Note { .. } => "note",

@@ -42,9 +42,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "m" | "min" => 60.0,
             "h" => 3600.0,
             "" => return Err(format!("{s:?} is not a duration; {DURATION_HINT}")),
-            u => return Err(format!(
+            u => {
+                return Err(format!(
                 "{s:?}: unknown unit {u:?}; witness takes ms, s, m and h (e.g. 100ms, 2s, 1m30s)"
-            )),
+            ))
+            }
         };
         total += n * mult;
         parts += 1;
