@@ -162,6 +162,7 @@ pub fn analyze(
             continue;
         };
         let o = r.origin.unwrap_or(u16::MAX);
+        let k6 = k6_origins.contains(&o);
         let acc = groups.entry((o, group.clone())).or_insert_with(|| {
             let shape = match group
                 .strip_prefix("level")
@@ -191,7 +192,6 @@ pub fn analyze(
             }
         });
         let end = r.t_s;
-        let k6 = k6_origins.contains(&o);
         match outcome {
             Outcome::Ok => {
                 acc.row.counts.ok += 1;
@@ -226,6 +226,10 @@ pub fn analyze(
                 }
                 if acc.row.failures.len() < FAILURES_KEPT {
                     let (mut annotation, _) = annotate(recs, lives, *start_s, end, outcome);
+                    if k6 {
+                        // The limit that fired was k6's, not witness's.
+                        annotation = annotation.replace("witness's own", "k6's own");
+                    }
                     let pid = exit
                         .or_else(|| down_when_sent(lives, *start_s))
                         .map(|l| l.pid);

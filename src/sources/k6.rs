@@ -32,7 +32,10 @@ struct Line {
 
 #[derive(Deserialize)]
 struct Data {
+    /// Absent on the "Metric" lines that declare a metric.
+    #[serde(default)]
     time: String,
+    #[serde(default)]
     value: f64,
     #[serde(default)]
     tags: serde_json::Map<String, serde_json::Value>,
@@ -195,6 +198,11 @@ impl K6Stream {
                 _ => {}
             }
         }
+    }
+
+    /// Whether it ended early (cut off, or a read error), not merely with unreadable lines.
+    pub fn ended_early(&self) -> bool {
+        self.truncated.is_some() || self.error.is_some()
     }
 
     fn skip(&mut self, what: String) {
@@ -463,6 +471,11 @@ mod tests {
         let a = s.next_record().unwrap();
         let b = s.next_record().unwrap();
         assert!(s.next_record().is_none());
+        assert_eq!(
+            s.skipped_count, 0,
+            "metric declarations are not errors: {:?}",
+            s.skipped
+        );
         let Event::Request {
             start_s,
             duration_s,

@@ -69,7 +69,14 @@ impl Stream {
             Stream::K6(k) => k.next_record(),
         }
     }
-    /// Why the input ended early, if it did.
+    /// Whether it ended early (cut off, or a read error), not merely with unreadable lines.
+    fn ended_early(&self) -> bool {
+        match self {
+            Stream::Journal(j) => j.truncated.is_some() || j.error.is_some(),
+            Stream::K6(k) => k.ended_early(),
+        }
+    }
+    /// Why the input ended early or had unreadable lines, if it did.
     fn trouble(&self) -> Vec<String> {
         let (truncated, skipped, count, error) = match self {
             Stream::Journal(j) => (&j.truncated, &j.skipped, j.skipped_count, &j.error),
@@ -418,7 +425,6 @@ impl Merged {
         let mut reasons = Vec::new();
         let mut exit_code = None;
         for s in &self.sources {
-            let trouble = s.stream.trouble();
             let ended = match (&s.end, s.info.kind.as_str()) {
                 (Some((reason, p, code)), _) => {
                     partial |= *p;
@@ -433,7 +439,7 @@ impl Merged {
                     "no end record (witness was stopped or crashed)".into()
                 }
             };
-            partial |= !trouble.is_empty();
+            partial |= s.stream.ended_early();
             reasons.push(format!("{}: {ended}", s.info.label));
         }
         Record {
