@@ -53,6 +53,14 @@ fn verdicts(report: &serde_json::Value) -> Vec<(u64, String, bool)> {
         .collect()
 }
 
+/// How many events of this kind the journal holds so far.
+fn count_kind(journal: &Path, kind: &str) -> usize {
+    let needle = format!("\"kind\":\"{kind}\"");
+    std::fs::read_to_string(journal)
+        .map(|t| t.lines().filter(|l| l.contains(&needle)).count())
+        .unwrap_or(0)
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -86,6 +94,12 @@ fn wrap_and_an_attached_load_merge_into_the_story_one_witness_tells() {
     let (wj, lj) = (dir.join("wrap.jsonl"), dir.join("load.jsonl"));
     let port = free_port();
     let server = wrap(&dir, &wj, RESTART, port, WATCHDOG_SERVER);
+    // Attach once the watchdog has killed the first process and the wrap has started the second: the
+    // same phase as the single run, but the two journals' clocks now start ~2.6 s apart, so only a
+    // correct join ties the requests to the exits.
+    wait_until("the wrap's restart", Duration::from_secs(20), || {
+        count_kind(&wj, "spawn") >= 2
+    });
     wait_listening(port);
     let url = format!("http://127.0.0.1:{port}/call");
     let out = run_bounded(
@@ -156,6 +170,11 @@ fn wrap_and_an_attached_load_merge_into_the_story_one_witness_tells() {
         .as_str()
         .unwrap()
         .contains("same kernel clock"));
+    assert!(
+        sources[1]["shift_s"].as_f64().unwrap() > 2.0,
+        "{:#}",
+        sources[1]
+    );
 
     // Written out, the merged journal re-renders to the same report.
     let mj = dir.join("merged.jsonl");
@@ -222,7 +241,14 @@ fn k6_against_a_wrapped_server_with_a_startup_watchdog_names_the_exit_the_failur
         &wj,
         &[],
         port,
-        &["--call", "sleep:200ms", "--watchdog", "3s"],
+        &["--call", "sleep:200ms", "--watchdog", "5s"],
+    );
+    // k6 starts ~2 s after the server, so its clock and the wrap's are seconds apart: only a correct
+    // join puts its requests beside the exit.
+    wait_until(
+        "two seconds of the wrap's samples",
+        Duration::from_secs(20),
+        || count_kind(&wj, "proc_sample") >= 3,
     );
     wait_listening(port);
     let out = run_bounded(
@@ -263,7 +289,7 @@ fn k6_against_a_wrapped_server_with_a_startup_watchdog_names_the_exit_the_failur
             .as_array()
             .unwrap()
             .iter()
-            .any(|s| s["subject"] == "process_exit" && s["timer_s"] == 3.0),
+            .any(|s| s["subject"] == "process_exit" && s["timer_s"] == 5.0),
         "{:#}",
         m["suspicions"]
     );
@@ -290,7 +316,7 @@ fn k6_against_a_wrapped_server_with_a_startup_watchdog_names_the_exit_the_failur
         .collect();
     assert!(
         annotations.iter().any(|a| a.contains(
-            "exited with 124 (after log line '[oi] process watchdog: force-exiting after 3s"
+            "exited with 124 (after log line '[oi] process watchdog: force-exiting after 5s"
         ) && a.contains("clocks: within ±2 ms if k6 ran on")),
         "{annotations:#?}"
     );
@@ -307,6 +333,7 @@ fn k6_against_a_wrapped_server_with_a_startup_watchdog_names_the_exit_the_failur
     );
     assert!(impatient["latency"].is_null(), "{impatient:#}");
     assert!(m["merge"]["window_s"].as_f64().is_some());
+    assert!(m["merge"]["sources"][1]["shift_s"].as_f64().unwrap() > 1.5);
     // The text report says how k6's requests are grouped.
     let out = report(&[&wj], &["--k6", results.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
