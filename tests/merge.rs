@@ -385,6 +385,23 @@ fn two_concurrent_loads_against_one_wrapped_server_make_one_timeline_with_both_g
         "{:#}",
         m["levels"]
     );
+    let rows = |levels: &serde_json::Value| -> Vec<String> {
+        levels
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| format!("{} {}", l["concurrency"], l["counts"]))
+            .collect()
+    };
+    let mut own = rows(&json(&dir.join("a.json"))["levels"]);
+    own.extend(rows(&json(&dir.join("b.json"))["levels"]));
+    let mut merged_rows = rows(&m["levels"]);
+    own.sort();
+    merged_rows.sort();
+    assert_eq!(
+        merged_rows, own,
+        "each run's levels, with the counts it saw"
+    );
     let groups = m["merge"]["groups"].as_array().unwrap();
     for name in ["a", "b"] {
         let own = json(&dir.join(format!("{name}.json")));
