@@ -740,6 +740,56 @@ pub(crate) mod tests {
         assert!(partial);
     }
 
+    fn k6_file(path: &Path, times: &[(&str, f64)]) {
+        let tags = r#"{"expected_response":"true","method":"GET","name":"http://127.0.0.1:1/call","scenario":"default","status":"200"}"#;
+        let text: String = times
+            .iter()
+            .map(|(t, ms)| {
+                format!(
+                    r#"{{"metric":"http_req_duration","type":"Point","data":{{"time":"{t}","value":{ms},"tags":{tags}}}}}"#
+                ) + "\n"
+            })
+            .collect();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn several_k6_outputs_merge_in_time_order_with_ids_of_their_own() {
+        let d = tempdir();
+        let (a, b) = (d.join("k6-a.json"), d.join("k6-b.json"));
+        k6_file(
+            &a,
+            &[
+                ("2026-12-01T10:00:01Z", 100.0),
+                ("2026-12-01T10:00:03Z", 100.0),
+            ],
+        );
+        k6_file(&b, &[("2026-12-01T10:00:02Z", 100.0)]);
+        let specs: Vec<Spec> = [a, b]
+            .into_iter()
+            .map(|path| Spec {
+                path,
+                kind: Kind::K6,
+                user_offset_s: None,
+            })
+            .collect();
+        let (l, _) = merge(&specs, vec![]).unwrap().into_loaded();
+        let reqs: Vec<(f64, u64, Option<u16>)> = l
+            .records
+            .iter()
+            .filter_map(|r| match r.event {
+                Event::Request { id, .. } => Some((r.t_s, id, r.origin)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            reqs,
+            vec![(0.1, 1, Some(0)), (1.1, 2, Some(1)), (2.1, 3, Some(0))]
+        );
+        assert_eq!(l.header.sources[1].shift_s, 1.0);
+        assert!(!l.is_partial(), "k6 results read to the end are complete");
+    }
+
     #[test]
     fn clock_offsets_parse_with_a_sign_or_say_how() {
         assert_eq!(
