@@ -134,7 +134,8 @@ impl K6Stream {
             let complete = self.buf.last() == Some(&b'\n');
             // Most lines are other metrics: skip them without parsing.
             let wanted = memchr::memmem::find(&self.buf, b"\"http_req_duration\"").is_some()
-                || memchr::memmem::find(&self.buf, b"\"http_req_failed\"").is_some();
+                || (!self.pending.is_empty()
+                    && memchr::memmem::find(&self.buf, b"\"http_req_failed\"").is_some());
             if !wanted {
                 continue;
             }
@@ -162,14 +163,22 @@ impl K6Stream {
                 ));
                 continue;
             };
-            let key = (
-                line.data.time.clone(),
-                serde_json::to_string(&line.data.tags).unwrap_or_default(),
-            );
+            // The samples of one request share its time and tags: that pairs them, when needed.
+            let key = |d: &Data| {
+                (
+                    d.time.clone(),
+                    serde_json::to_string(&d.tags).unwrap_or_default(),
+                )
+            };
             match line.metric.as_str() {
                 "http_req_duration" => {
+                    let paired = line.data.tags.contains_key("expected_response");
                     let p = Pending {
-                        key,
+                        key: if paired {
+                            Default::default()
+                        } else {
+                            key(&line.data)
+                        },
                         end_unix_s: end,
                         duration_s: line.data.value / 1e3,
                         tags: line.data.tags,
@@ -188,7 +197,8 @@ impl K6Stream {
                         }
                     }
                 }
-                "http_req_failed" => {
+                "http_req_failed" if !self.pending.is_empty() => {
+                    let key = key(&line.data);
                     if let Some(i) = self.pending.iter().rposition(|p| p.key == key) {
                         let p = self.pending.remove(i).expect("found");
                         self.ready
