@@ -36,7 +36,8 @@ pub enum Command {
     /// background work), check invariants at every interval, and stop at the first violation with
     /// honest partial evidence: per-kind figures, resources and the memory trend, gauges, faults.
     Soak(Box<SoakArgs>),
-    /// Re-render any past run from its journal.
+    /// Re-render any past run from its journal; several journals and k6 results are first put on one
+    /// clock and analysed as one run.
     Report(ReportArgs),
     /// Show what NVML sees: devices, driver version, memory, utilisation, temperature, power and
     /// processes. Exits 3 when there is no NVIDIA driver to ask.
