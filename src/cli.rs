@@ -7,7 +7,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::server::process::RestartPolicy;
-use crate::units::{parse_cpus, parse_duration, parse_interval, parse_memory_limit};
+use crate::units::{
+    parse_clock_offset, parse_cpus, parse_duration, parse_interval, parse_memory_limit,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -34,7 +36,8 @@ pub enum Command {
     /// background work), check invariants at every interval, and stop at the first violation with
     /// honest partial evidence: per-kind figures, resources and the memory trend, gauges, faults.
     Soak(Box<SoakArgs>),
-    /// Re-render any past run from its journal.
+    /// Re-render any past run from its journal; several journals and k6 results are first put on one
+    /// clock and analysed as one run.
     Report(ReportArgs),
     /// Show what NVML sees: devices, driver version, memory, utilisation, temperature, power and
     /// processes. Exits 3 when there is no NVIDIA driver to ask.
@@ -322,11 +325,21 @@ pub struct SoakArgs {
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// A journal written by wrap, load or soak (complete, or cut off by a crash).
-    pub journal: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: ReportFormat,
+    /// Journals written by wrap, load or soak (complete, or cut off by a crash). Several are put on
+    /// one clock by their wall-clock anchors and analysed as one run.
+    #[arg(value_name = "JOURNAL", required_unless_present = "k6")]
+    pub journals: Vec<PathBuf>,
+    /// k6 results (`k6 run --out json=FILE`, plain or gzipped) read as a load source; repeat for the
+    /// outputs of several k6 instances.
+    #[arg(long, value_name = "FILE")]
+    pub k6: Vec<PathBuf>,
+    /// Correct one input's clock (another host's skew): FILE=±DURATION is added to that file's times,
+    /// e.g. results.json=+1.5s.
+    #[arg(long = "clock-offset", value_name = "FILE=±D", value_parser = parse_clock_offset)]
+    pub clock_offset: Vec<(PathBuf, f64)>,
+    /// Output format (default: text; `journal` when -o names a .jsonl file).
+    #[arg(long, value_enum)]
+    pub format: Option<ReportFormat>,
     /// Write here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -345,6 +358,9 @@ pub enum ReportFormat {
     Html,
     /// Chrome Trace Event JSON, for Perfetto or chrome://tracing.
     Trace,
+    /// The journal itself, JSON Lines: several inputs merged on one clock, re-renderable with
+    /// `witness report`.
+    Journal,
 }
 
 #[cfg(test)]

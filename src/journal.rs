@@ -9,6 +9,7 @@
 //! [`read`] loads a journal back, accepting a last line cut off mid-write (and saying so), which is how
 //! `witness report` and every end-of-run view see the run: the live path and the re-render are one.
 
+pub mod clock;
 pub mod meaning;
 
 use std::fs::File;
@@ -67,8 +68,16 @@ pub struct Header {
     pub started_unix_s: f64,
     pub hostname: String,
     pub pid: u32,
-    /// Which subcommand wrote it: wrap, load, soak.
+    /// Which subcommand wrote it: wrap, load, soak (or "merged" for `witness report -o`).
     pub mode: String,
+    /// The host clock's state when the anchor was taken: how far the anchor can be trusted across
+    /// hosts. None in journals written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<clock::ClockState>,
+    /// For a merged journal: the journals and foreign results it was made from, each with the shift
+    /// that put it on this journal's clock and how far that shift can be trusted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<clock::SourceInfo>,
 }
 
 impl Header {
@@ -90,6 +99,8 @@ impl Header {
                 .unwrap_or_else(|| "unknown".into()),
             pid: std::process::id(),
             mode: mode.into(),
+            clock: Some(clock::ClockState::read()),
+            sources: Vec::new(),
         }
     }
 }
@@ -617,6 +628,9 @@ pub struct Record {
     pub t_s: f64,
     #[serde(flatten)]
     pub event: Event,
+    /// In a merged journal: which of the header's `sources` this record came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<u16>,
 }
 
 struct Sink {
@@ -712,6 +726,7 @@ impl Journal {
         let rec = Record {
             t_s: micros(t_s),
             event,
+            origin: None,
         };
         let mut line = match serde_json::to_vec(&rec) {
             Ok(l) => l,

@@ -12,6 +12,7 @@ pub mod report;
 pub mod sample;
 pub mod server;
 pub mod soak;
+pub mod sources;
 pub mod stats;
 pub mod units;
 

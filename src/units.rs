@@ -155,6 +155,28 @@ pub fn parse_cpus(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses `FILE=±D` (`--clock-offset`): the file as given, and seconds.
+pub fn parse_clock_offset(s: &str) -> Result<(std::path::PathBuf, f64), String> {
+    let (file, d) = s.rsplit_once('=').ok_or_else(|| {
+        format!("'{s}' is not FILE=±DURATION (for example results.json=+1.5s or wrap.jsonl=-250ms)")
+    })?;
+    let d = d.trim();
+    let (sign, rest) = match d.as_bytes().first() {
+        Some(b'+') => (1.0, &d[1..]),
+        Some(b'-') => (-1.0, &d[1..]),
+        _ => {
+            return Err(format!(
+                "'{d}' in '{s}' needs a sign: +D if that file's clock is behind, -D if ahead (e.g. +1.5s)"
+            ))
+        }
+    };
+    let dur = parse_duration(rest).map_err(|e| format!("'{d}' in --clock-offset {s}: {e}"))?;
+    if file.is_empty() {
+        return Err(format!("'{s}' names no file before '='"));
+    }
+    Ok((std::path::PathBuf::from(file), sign * dur.as_secs_f64()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -247,7 +247,11 @@ mod tests {
     fn recs(events: Vec<(f64, Event)>) -> Vec<Record> {
         events
             .into_iter()
-            .map(|(t_s, event)| Record { t_s, event })
+            .map(|(t_s, event)| Record {
+                t_s,
+                event,
+                origin: None,
+            })
             .collect()
     }
 

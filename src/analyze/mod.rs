@@ -2,6 +2,7 @@
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
 pub mod gpu;
+pub mod merged;
 pub mod picture;
 pub mod soak;
 pub use crate::stats;
@@ -89,6 +90,9 @@ pub struct Analysis {
     pub soak: Option<soak::SoakAnalysis>,
     /// The run laid out for the HTML timeline and the trace export.
     pub picture: picture::Picture,
+    /// For a journal merged from several sources: the sources, their clocks, and requests grouped
+    /// as each source is shaped.
+    pub merged: Option<merged::MergedAnalysis>,
 }
 
 const LIFECYCLE_KINDS: &[&str] = &[
@@ -130,7 +134,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         })
         .collect();
     let mut suspicions = exit_suspicions(&processes, &settings);
-    let load = settings.load.as_ref().map(|ls| {
+    let mut load = settings.load.as_ref().map(|ls| {
         let named: Vec<(f64, TimerSource)> = settings
             .timers_s
             .iter()
@@ -141,6 +145,14 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         suspicions.extend(more);
         load
     });
+    let merged = merged::analyze(
+        &journal.header,
+        recs,
+        &processes,
+        &settings,
+        load.as_mut(),
+        &mut suspicions,
+    );
     suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     let soak = soak::analyze_soak(recs, &settings, end_s);
     Analysis {
@@ -162,6 +174,7 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         last_status,
         notes,
         gpu: gpu::section(recs),
+        merged,
     }
 }
 
@@ -335,7 +348,11 @@ pub(crate) mod tests {
             header: Header::new("wrap", vec!["witness".into(), "wrap".into()]),
             records: events
                 .into_iter()
-                .map(|(t_s, event)| Record { t_s, event })
+                .map(|(t_s, event)| Record {
+                    t_s,
+                    event,
+                    origin: None,
+                })
                 .collect(),
             truncated: None,
             skipped: vec![],

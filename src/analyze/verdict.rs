@@ -218,37 +218,16 @@ pub fn analyze_load(
                     });
                 }
                 // A request that ended at a timer while the server died: the harness timed the timer.
-                if let (Some(life), false) = (exit, matches!(outcome, Outcome::Timeout { .. })) {
-                    let mut timers = named.to_vec();
-                    timers.extend(
-                        life.log_lines.iter().filter_map(|g| {
-                            Some((g.timer_s?, TimerSource::LogLine(g.line.clone())))
-                        }),
-                    );
-                    // "Just under" the timer: a request cannot outlast the timer that killed it.
-                    // Round numbers under 5 s are everyday request durations: only named timers
-                    // count there.
-                    let at = timer_at(*duration_s, &timers).filter(|(t, src)| {
-                        *duration_s <= t + 0.05 && (*src != TimerSource::Round || *t >= 5.0)
-                    });
-                    if let Some((t, src)) = at {
-                        suspicions.push(Suspicion {
-                            kind: "round_timer".into(),
-                            subject: "request".into(),
-                            seconds: *duration_s,
-                            timer_s: t,
-                            t_s: end,
-                            pid: Some(life.pid),
-                            detail: format!(
-                                "request {id} at level {} ended after {:.2} s — at {} while pid {} exited: the harness measured the timer, not the server",
-                                l.concurrency,
-                                duration_s,
-                                src.describe(t),
-                                life.pid
-                            ),
-                            timer_source: src,
-                        });
-                    }
+                if let Some(life) = exit {
+                    let what = format!("request {id} at level {}", l.concurrency);
+                    suspicions.extend(request_at_timer(
+                        &what,
+                        outcome,
+                        *duration_s,
+                        end,
+                        life,
+                        named,
+                    ));
                 }
             }
         }
@@ -343,6 +322,45 @@ pub fn analyze_load(
     )
 }
 
+/// A failed request that ended just at a timer while the server process died: the harness timed the
+/// timer, not the server. `what` names the request ("request 7 at level 4").
+pub fn request_at_timer(
+    what: &str,
+    outcome: &Outcome,
+    duration_s: f64,
+    end: f64,
+    life: &ProcessLife,
+    named: &[(f64, TimerSource)],
+) -> Option<Suspicion> {
+    if matches!(outcome, Outcome::Timeout { .. }) {
+        return None;
+    }
+    let mut timers = named.to_vec();
+    timers.extend(
+        life.log_lines
+            .iter()
+            .filter_map(|g| Some((g.timer_s?, TimerSource::LogLine(g.line.clone())))),
+    );
+    // "Just under" the timer: a request cannot outlast the timer that killed it. Round numbers
+    // under 5 s are everyday request durations: only named timers count there.
+    let (t, src) = timer_at(duration_s, &timers)
+        .filter(|(t, src)| duration_s <= t + 0.05 && (*src != TimerSource::Round || *t >= 5.0))?;
+    Some(Suspicion {
+        kind: "round_timer".into(),
+        subject: "request".into(),
+        seconds: duration_s,
+        timer_s: t,
+        t_s: end,
+        pid: Some(life.pid),
+        detail: format!(
+            "{what} ended after {duration_s:.2} s — at {} while pid {} exited: the harness measured the timer, not the server",
+            src.describe(t),
+            life.pid
+        ),
+        timer_source: src,
+    })
+}
+
 fn level_of_group(g: &str) -> Option<u32> {
     g.strip_prefix("level")?.parse().ok()
 }
@@ -357,7 +375,7 @@ fn plural(n: u64, what: &str) -> String {
 
 /// What happened to the server while a failed request was in flight, in one sentence; and the
 /// process that exited, if one did.
-fn annotate<'a>(
+pub fn annotate<'a>(
     recs: &[Record],
     lives: &'a [ProcessLife],
     start: f64,

@@ -1,4 +1,5 @@
-//! `witness report JOURNAL`: re-render any past run, finished or cut off, in any view.
+//! `witness report JOURNAL…`: re-render any past run, finished or cut off, in any view; several
+//! journals and k6 results are first put on one clock (`sources::merge`) and analysed as one run.
 
 use std::io::{IsTerminal, Write};
 
@@ -6,22 +7,42 @@ use crate::cli::{ReportArgs, ReportFormat};
 use crate::report::{self, View};
 
 pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
-    let loaded = crate::journal::read(&args.journal)?;
-    for s in &loaded.skipped {
-        eprintln!(
-            "witness: {}: skipped an unreadable {s}",
-            args.journal.display()
-        );
-    }
+    let format = args.format.unwrap_or_else(|| match &args.output {
+        Some(p) if p.extension().is_some_and(|e| e == "jsonl") => ReportFormat::Journal,
+        _ => ReportFormat::Text,
+    });
+    let merging = args.journals.len() != 1
+        || !args.k6.is_empty()
+        || !args.clock_offset.is_empty()
+        || format == ReportFormat::Journal;
+    let loaded = if merging {
+        let merged = merge(&args)?;
+        if format == ReportFormat::Journal {
+            return write_journal(merged, args.output.as_deref());
+        }
+        let (loaded, warnings) = merged.into_loaded();
+        for w in warnings {
+            eprintln!("witness: {w}");
+        }
+        loaded
+    } else {
+        let journal = &args.journals[0];
+        let loaded = crate::journal::read(journal)?;
+        for s in &loaded.skipped {
+            eprintln!("witness: {}: skipped an unreadable {s}", journal.display());
+        }
+        loaded
+    };
     let analysis = crate::analyze::analyze(&loaded);
     let to_terminal = args.output.is_none() && std::io::stdout().is_terminal();
-    let view: Box<dyn View> = match args.format {
+    let view: Box<dyn View> = match format {
         ReportFormat::Text => Box::new(report::terminal::Terminal {
             colour: to_terminal && std::env::var_os("NO_COLOR").is_none(),
         }),
         ReportFormat::Json => Box::new(report::json::Json),
         ReportFormat::Html => Box::new(report::html::Html),
         ReportFormat::Trace => Box::new(report::trace::Trace),
+        ReportFormat::Journal => unreachable!("written above"),
     };
     match &args.output {
         Some(path) => {
@@ -31,6 +52,86 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             }
         }
         None => std::io::stdout().write_all(&view.render(&analysis)?)?,
+    }
+    Ok(0)
+}
+
+/// The inputs as specs, each --clock-offset matched to one of them (a typo is a usage error).
+fn merge(args: &ReportArgs) -> anyhow::Result<crate::sources::Merged> {
+    use crate::sources::{Kind, Spec};
+    let mut specs: Vec<Spec> = args
+        .journals
+        .iter()
+        .map(|p| (p, Kind::Journal))
+        .chain(args.k6.iter().map(|p| (p, Kind::K6)))
+        .map(|(p, kind)| Spec {
+            path: p.clone(),
+            kind,
+            user_offset_s: None,
+        })
+        .collect();
+    for (file, d) in &args.clock_offset {
+        let hits: Vec<usize> = specs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.path == *file || s.path.file_name() == Some(file.as_os_str()))
+            .map(|(i, _)| i)
+            .collect();
+        match hits.as_slice() {
+            [i] => specs[*i].user_offset_s = Some(*d),
+            [] => {
+                return Err(crate::error::usage(format!(
+                    "--clock-offset names {}, which is not one of the inputs ({}); give the file as you gave it",
+                    file.display(),
+                    specs
+                        .iter()
+                        .map(|s| s.path.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+            _ => {
+                return Err(crate::error::usage(format!(
+                    "--clock-offset {} matches several inputs; give the path as you gave the input",
+                    file.display()
+                )))
+            }
+        }
+    }
+    for s in &specs {
+        if !s.path.is_file() {
+            let flag = if s.kind == Kind::K6 { "--k6 " } else { "" };
+            return Err(crate::error::usage(format!(
+                "{flag}{}: no such file",
+                s.path.display()
+            )));
+        }
+    }
+    let command = std::env::args().collect();
+    crate::sources::merge(&specs, command).map_err(|e| crate::error::usage(format!("{e:#}")))
+}
+
+fn write_journal(
+    merged: crate::sources::Merged,
+    output: Option<&std::path::Path>,
+) -> anyhow::Result<i32> {
+    use anyhow::Context;
+    let warnings = match output {
+        Some(path) => {
+            let tmp = path.with_extension("witness-tmp");
+            let file = std::fs::File::create(&tmp)
+                .with_context(|| format!("creating {} (-o)", path.display()))?;
+            let mut out = std::io::BufWriter::with_capacity(256 * 1024, file);
+            let w = merged.write_to(&mut out)?;
+            drop(out);
+            std::fs::rename(&tmp, path)
+                .with_context(|| format!("writing {} (-o)", path.display()))?;
+            w
+        }
+        None => merged.write_to(&mut std::io::BufWriter::new(std::io::stdout().lock()))?,
+    };
+    for w in warnings {
+        eprintln!("witness: {w}");
     }
     Ok(0)
 }

@@ -77,6 +77,9 @@ pub fn value(a: &Analysis) -> serde_json::Value {
     if let (Some(s), Some(o)) = (&a.soak, v.as_object_mut()) {
         soak(s, o);
     }
+    if let (Some(m), Some(o)) = (&a.merged, v.as_object_mut()) {
+        o.insert("merge".into(), serde_json::json!(m));
+    }
     v
 }
 

@@ -35,6 +35,9 @@ impl Terminal {
 impl View for Terminal {
     fn render(&self, a: &Analysis) -> anyhow::Result<Vec<u8>> {
         let mut o = String::new();
+        if let Some(m) = &a.merged {
+            o.push_str(&merged_block(self, m));
+        }
         if let Some(l) = &a.load {
             o.push_str(&load_block(self, l));
         }
@@ -133,6 +136,95 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
             o.push_str(&format!(
                 "      … {} more failed requests in the report\n",
                 more - 3
+            ));
+        }
+    }
+    o
+}
+
+/// A merged run: its sources and their clocks, then requests grouped as each source is shaped.
+fn merged_block(t: &Terminal, m: &crate::analyze::merged::MergedAnalysis) -> String {
+    use crate::journal::clock::signed_secs;
+    let mut o = String::from("sources, on one clock:\n");
+    for s in &m.sources {
+        o.push_str(&format!(
+            "  {} ({}{}): shift {}, {} requests, {} lifecycle events; {}\n",
+            s.info.label,
+            s.info.mode,
+            s.info
+                .hostname
+                .as_ref()
+                .map(|h| format!(" on {h}"))
+                .unwrap_or_default(),
+            signed_secs(s.info.shift_s),
+            s.requests,
+            s.lifecycle_events,
+            s.info.clock
+        ));
+    }
+    for line in &m.structure {
+        o.push_str(&format!("  {line}\n"));
+    }
+    if !m.groups.is_empty() {
+        o.push_str("requests by source and group (latency over ok requests only):\n");
+    }
+    for g in &m.groups {
+        let c = &g.counts;
+        let lat = g
+            .latency
+            .as_ref()
+            .map(|l| format!("  ok p50={} p99={} max={}", ms(l.p50), ms(l.p99), ms(l.max)))
+            .unwrap_or_default();
+        let sev = if c.timeout + c.error > 0 {
+            "bad"
+        } else {
+            "info"
+        };
+        o.push_str(&t.paint(
+            sev,
+            &format!(
+                "  {} {} ({}): ok={} timeout={} error={} rejected={}{lat}\n",
+                g.source, g.group, g.shape, c.ok, c.timeout, c.error, c.rejected
+            ),
+        ));
+        if g.died_with_server + g.sent_while_down > 0 {
+            o.push_str(&format!(
+                "      {} failed as a server process exited, {} were sent while the server was down\n",
+                g.died_with_server, g.sent_while_down
+            ));
+        }
+        if let Some(f) = &g.time_to_give_up {
+            o.push_str(&format!(
+                "      failed requests gave up after {}–{} (time to give up, not latency)\n",
+                ms(f.min),
+                ms(f.max)
+            ));
+        }
+        for f in g.failures.iter().take(3) {
+            o.push_str(&format!(
+                "      request {} {} after {}: {}\n",
+                f.id,
+                f.outcome,
+                ms(f.duration_s),
+                f.annotation
+            ));
+        }
+    }
+    if let Some(w) = m.window_s {
+        o.push_str(&format!(
+            "k6 requests in {} windows (by end time):\n",
+            crate::journal::secs(w)
+        ));
+        for r in &m.windows {
+            let c = &r.counts;
+            let lat = r
+                .latency
+                .as_ref()
+                .map(|l| format!("  ok p50={} max={}", ms(l.p50), ms(l.max)))
+                .unwrap_or_default();
+            o.push_str(&format!(
+                "  t={:.1}–{:.1}s  ok={} timeout={} error={} rejected={}{lat}\n",
+                r.start_s, r.end_s, c.ok, c.timeout, c.error, c.rejected
             ));
         }
     }

@@ -610,6 +610,7 @@ mod tests {
                 recs.push(Record {
                     t_s: i as f64,
                     event,
+                    origin: None,
                 });
             }
         }

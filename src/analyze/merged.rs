@@ -1,0 +1,579 @@
+//! A run made of several sources (journals merged on one clock, k6 results): what each source brought,
+//! how far its clock can be trusted, its requests grouped the way the source itself is shaped (a
+//! witness ladder by level; k6, which has no levels or phases, by scenario and by time windows), and
+//! every correlation made across sources stated with its uncertainty.
+//!
+//! Requests from any source are tied to the server's exits, worker deaths and log lines exactly as
+//! one witness would tie them ([`super::verdict::annotate`]); only the words about the clocks are
+//! added.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::timers::TimerSource;
+use super::verdict::{annotate, request_at_timer, Counts, FailedRequest, LoadAnalysis};
+use super::{ProcessLife, Suspicion};
+use crate::journal::clock::SourceInfo;
+use crate::journal::{secs, Event, Header, Outcome, Record, Settings};
+use crate::stats::{Latency, Summary};
+
+/// Failed requests annotated per group in the report; the rest are counted.
+const FAILURES_KEPT: usize = 20;
+/// Request-at-timer suspicions raised from merged groups, at most.
+const SUSPICIONS_KEPT: usize = 20;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MergedAnalysis {
+    pub sources: Vec<SourceRow>,
+    /// How each source's requests are grouped, in words ("k6 has no levels ...").
+    pub structure: Vec<String>,
+    pub groups: Vec<GroupRow>,
+    /// Width of the time windows k6's requests are grouped by, when there are any.
+    pub window_s: Option<f64>,
+    pub windows: Vec<WindowRow>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SourceRow {
+    #[serde(flatten)]
+    pub info: SourceInfo,
+    pub requests: u64,
+    pub lifecycle_events: u64,
+}
+
+/// One source's requests of one group (a ladder level, a k6 scenario, a soak kind).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupRow {
+    pub source: String,
+    pub origin: u16,
+    pub group: String,
+    /// What the group is: "ladder level at concurrency 4", "k6 scenario".
+    pub shape: String,
+    pub counts: Counts,
+    /// Over ok requests only.
+    pub latency: Option<Latency>,
+    /// How long failed requests took to give up: never latency.
+    pub time_to_give_up: Option<Latency>,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Failed while a server process exited (in flight, or failed just before the exit was seen).
+    pub died_with_server: u64,
+    /// Sent while the server was down (after an exit, before any new process).
+    pub sent_while_down: u64,
+    pub failures: Vec<FailedRequest>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowRow {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub counts: Counts,
+    pub latency: Option<Latency>,
+}
+
+struct Acc {
+    row: GroupRow,
+    ok: Summary,
+    failed: Summary,
+}
+
+/// None unless the journal was made by merging sources.
+pub fn analyze(
+    header: &Header,
+    recs: &[Record],
+    lives: &[ProcessLife],
+    settings: &Settings,
+    load: Option<&mut LoadAnalysis>,
+    suspicions: &mut Vec<Suspicion>,
+) -> Option<MergedAnalysis> {
+    if header.sources.is_empty() {
+        return None;
+    }
+    let info: HashMap<u16, &SourceInfo> = header.sources.iter().map(|s| (s.index, s)).collect();
+    let label = |o: Option<u16>| {
+        o.and_then(|o| info.get(&o))
+            .map(|s| s.label.clone())
+            .unwrap_or_else(|| "?".into())
+    };
+    let named: Vec<(f64, TimerSource)> = settings
+        .timers_s
+        .iter()
+        .map(|&t| (t, TimerSource::Flag))
+        .collect();
+    // Which source journalled each server process, and each ladder level's concurrency.
+    let mut pid_origin: HashMap<u32, u16> = HashMap::new();
+    let mut concurrency: HashMap<u32, u32> = HashMap::new();
+    let mut per_source: HashMap<u16, (u64, u64)> = HashMap::new();
+    for r in recs {
+        let o = r.origin.unwrap_or(u16::MAX);
+        match &r.event {
+            Event::Spawn { pid, .. } => {
+                pid_origin.insert(*pid, o);
+            }
+            Event::LevelStart {
+                index,
+                concurrency: c,
+                ..
+            } => {
+                concurrency.insert(*index, *c);
+            }
+            _ => {}
+        }
+        let e = per_source.entry(o).or_default();
+        if matches!(r.event, Event::Request { .. }) {
+            e.0 += 1;
+        } else if r.event.is_lifecycle() {
+            e.1 += 1;
+        }
+    }
+    let phrase = |req: Option<u16>, pid: u32| -> Option<String> {
+        let srv = pid_origin.get(&pid).copied();
+        if req.is_none() || srv.is_none() || req == srv {
+            return None;
+        }
+        let words = |o: Option<u16>| {
+            o.and_then(|o| info.get(&o))
+                .map(|s| s.correlation.clone())
+                .filter(|c| !c.is_empty())
+        };
+        let w: Vec<String> = [words(req), words(srv)].into_iter().flatten().collect();
+        Some(format!("clocks: {}", w.join("; ")))
+    };
+
+    let k6_origins: Vec<u16> = header
+        .sources
+        .iter()
+        .filter(|s| s.kind == "k6")
+        .map(|s| s.index)
+        .collect();
+    let mut groups: BTreeMap<(u16, String), Acc> = BTreeMap::new();
+    let mut windowed: Vec<(f64, &'static str, f64)> = Vec::new();
+    let mut timer_suspicions = 0;
+    for r in recs {
+        let Event::Request {
+            id,
+            group,
+            start_s,
+            duration_s,
+            outcome,
+            ..
+        } = &r.event
+        else {
+            continue;
+        };
+        let o = r.origin.unwrap_or(u16::MAX);
+        let k6 = k6_origins.contains(&o);
+        let acc = groups.entry((o, group.clone())).or_insert_with(|| {
+            let shape = match group
+                .strip_prefix("level")
+                .and_then(|n| n.parse::<u32>().ok())
+                .and_then(|n| concurrency.get(&n))
+            {
+                Some(c) => format!("ladder level at concurrency {c}"),
+                None if k6_origins.contains(&o) => "k6 scenario".into(),
+                None => "request group".into(),
+            };
+            Acc {
+                row: GroupRow {
+                    source: label(r.origin),
+                    origin: o,
+                    group: group.clone(),
+                    shape,
+                    counts: Counts::default(),
+                    latency: None,
+                    time_to_give_up: None,
+                    errors_by_kind: BTreeMap::new(),
+                    died_with_server: 0,
+                    sent_while_down: 0,
+                    failures: vec![],
+                },
+                ok: Summary::default(),
+                failed: Summary::default(),
+            }
+        });
+        let end = r.t_s;
+        match outcome {
+            Outcome::Ok => {
+                acc.row.counts.ok += 1;
+                acc.ok.record(*duration_s);
+            }
+            Outcome::Rejected { .. } => acc.row.counts.rejected += 1,
+            Outcome::Timeout { .. } | Outcome::Error { .. } => {
+                if matches!(outcome, Outcome::Timeout { .. }) {
+                    acc.row.counts.timeout += 1;
+                } else {
+                    acc.row.counts.error += 1;
+                }
+                acc.failed.record(*duration_s);
+                *acc.row
+                    .errors_by_kind
+                    .entry(outcome.describe())
+                    .or_default() += 1;
+                let exit = exit_in_flight(lives, *start_s, end);
+                let down = exit.is_none() && down_when_sent(lives, *start_s).is_some();
+                acc.row.died_with_server += exit.is_some() as u64;
+                acc.row.sent_while_down += down as u64;
+                if let Some(life) = exit {
+                    if timer_suspicions < SUSPICIONS_KEPT {
+                        let what = format!("request {id} ({} {group})", acc.row.source);
+                        if let Some(s) =
+                            request_at_timer(&what, outcome, *duration_s, end, life, &named)
+                        {
+                            suspicions.push(s);
+                            timer_suspicions += 1;
+                        }
+                    }
+                }
+                if acc.row.failures.len() < FAILURES_KEPT {
+                    let (mut annotation, _) = annotate(recs, lives, *start_s, end, outcome);
+                    if k6 {
+                        // The limit that fired was k6's, not witness's.
+                        annotation = annotation.replace("witness's own", "k6's own");
+                    }
+                    let pid = exit
+                        .or_else(|| down_when_sent(lives, *start_s))
+                        .map(|l| l.pid);
+                    if let Some(p) = pid.and_then(|pid| phrase(r.origin, pid)) {
+                        annotation.push_str(&format!(" ({p})"));
+                    }
+                    acc.row.failures.push(FailedRequest {
+                        id: *id,
+                        start_s: *start_s,
+                        end_s: end,
+                        duration_s: *duration_s,
+                        outcome: outcome.describe(),
+                        annotation,
+                    });
+                }
+            }
+        }
+        if k6 {
+            windowed.push((end, outcome.label(), *duration_s));
+        }
+    }
+
+    // Ladder failures: the same correlation, now across sources, gets the same words about clocks.
+    if let Some(load) = load {
+        let wanted: std::collections::HashSet<u64> = load
+            .levels
+            .iter()
+            .flat_map(|l| l.failures.iter().map(|f| f.id))
+            .collect();
+        let origin_of: HashMap<u64, Option<u16>> = recs
+            .iter()
+            .filter_map(|r| match &r.event {
+                Event::Request { id, .. } if wanted.contains(id) => Some((*id, r.origin)),
+                _ => None,
+            })
+            .collect();
+        for f in load.levels.iter_mut().flat_map(|l| l.failures.iter_mut()) {
+            let pid = exit_in_flight(lives, f.start_s, f.end_s)
+                .or_else(|| down_when_sent(lives, f.start_s))
+                .map(|l| l.pid);
+            let req = origin_of.get(&f.id).copied().flatten();
+            if let Some(p) = pid.and_then(|pid| phrase(req, pid)) {
+                f.annotation.push_str(&format!(" ({p})"));
+            }
+        }
+    }
+
+    let (window_s, windows) = windows(&windowed);
+    let mut structure = Vec::new();
+    for s in &header.sources {
+        let (reqs, _) = per_source.get(&s.index).copied().unwrap_or_default();
+        let levels: Vec<String> = groups
+            .values()
+            .filter(|g| g.row.origin == s.index && g.row.shape.starts_with("ladder"))
+            .map(|g| g.row.group.clone())
+            .collect();
+        let line = if s.kind == "k6" {
+            format!(
+                "{}: k6 has no levels or phases; its {reqs} requests are grouped by scenario and by {} time windows",
+                s.label,
+                window_s.map(secs).unwrap_or_else(|| "-".into())
+            )
+        } else if !levels.is_empty() {
+            format!(
+                "{}: witness's ladder ({}) in the level table",
+                s.label,
+                levels.join(", ")
+            )
+        } else if reqs > 0 {
+            format!(
+                "{}: {reqs} requests grouped as the source named them",
+                s.label
+            )
+        } else {
+            format!("{}: the server's lifecycle, no requests", s.label)
+        };
+        structure.push(line);
+    }
+    let sources = header
+        .sources
+        .iter()
+        .map(|s| {
+            let (requests, lifecycle_events) =
+                per_source.get(&s.index).copied().unwrap_or_default();
+            SourceRow {
+                info: s.clone(),
+                requests,
+                lifecycle_events,
+            }
+        })
+        .collect();
+    Some(MergedAnalysis {
+        sources,
+        structure,
+        groups: groups
+            .into_values()
+            .map(|mut a| {
+                a.row.latency = a.ok.latency();
+                a.row.time_to_give_up = a.failed.latency();
+                a.row
+            })
+            .collect(),
+        window_s,
+        windows,
+    })
+}
+
+/// The process that exited while a request was in flight, or just after it failed: the rule
+/// [`annotate`] uses.
+fn exit_in_flight(lives: &[ProcessLife], start: f64, end: f64) -> Option<&ProcessLife> {
+    lives
+        .iter()
+        .filter(|l| {
+            l.exit_t_s.is_some_and(|x| {
+                x >= start - 0.001 && (x <= end || (x <= end + 0.5 && !l.requested))
+            })
+        })
+        .min_by(|a, b| {
+            (a.exit_t_s.unwrap_or(end) - end)
+                .abs()
+                .total_cmp(&(b.exit_t_s.unwrap_or(end) - end).abs())
+        })
+}
+
+/// The process whose exit left the server down when a request was sent (no new process yet).
+fn down_when_sent(lives: &[ProcessLife], start: f64) -> Option<&ProcessLife> {
+    let l = lives
+        .iter()
+        .filter(|l| l.exit_t_s.is_some_and(|x| x < start))
+        .max_by(|a, b| {
+            a.exit_t_s
+                .unwrap_or(0.0)
+                .total_cmp(&b.exit_t_s.unwrap_or(0.0))
+        })?;
+    let x = l.exit_t_s?;
+    let respawned = lives
+        .iter()
+        .any(|n| n.spawn_t_s > x && n.spawn_t_s <= start);
+    (!respawned).then_some(l)
+}
+
+/// k6's requests in time windows: about a dozen windows of a round width over the requests' span.
+fn windows(reqs: &[(f64, &'static str, f64)]) -> (Option<f64>, Vec<WindowRow>) {
+    let (Some(lo), Some(hi)) = (
+        reqs.iter().map(|r| r.0).min_by(f64::total_cmp),
+        reqs.iter().map(|r| r.0).max_by(f64::total_cmp),
+    ) else {
+        return (None, vec![]);
+    };
+    const WIDTHS: &[f64] = &[
+        0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
+        7200.0, 21600.0, 43200.0, 86400.0,
+    ];
+    let span = hi - lo;
+    let w = WIDTHS
+        .iter()
+        .copied()
+        .find(|w| span / w <= 12.0)
+        .unwrap_or(86400.0);
+    let start = (lo / w).floor() * w;
+    let n = (((hi - start) / w).floor() as usize + 1).min(64);
+    let mut rows: Vec<(Counts, Summary)> = (0..n).map(|_| Default::default()).collect();
+    for &(end, label, d) in reqs {
+        let i = (((end - start) / w).floor() as usize).min(n - 1);
+        let (c, s) = &mut rows[i];
+        match label {
+            "ok" => {
+                c.ok += 1;
+                s.record(d);
+            }
+            "timeout" => c.timeout += 1,
+            "error" => c.error += 1,
+            _ => c.rejected += 1,
+        }
+    }
+    let rows = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, (counts, s))| WindowRow {
+            start_s: start + i as f64 * w,
+            end_s: start + (i + 1) as f64 * w,
+            counts,
+            latency: s.latency(),
+        })
+        .collect();
+    (Some(w), rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::tests::{exit, spawn};
+    use crate::journal::clock::SourceInfo;
+    use crate::journal::{ErrorKind, Loaded, Stream};
+
+    fn source(index: u16, label: &str, kind: &str, correlation: &str) -> SourceInfo {
+        SourceInfo {
+            index,
+            label: label.into(),
+            kind: kind.into(),
+            mode: kind.into(),
+            correlation: correlation.into(),
+            ..SourceInfo::default()
+        }
+    }
+
+    fn req(id: u64, group: &str, start: f64, dur: f64, outcome: Outcome) -> Event {
+        Event::Request {
+            id,
+            group: group.into(),
+            worker: 0,
+            start_s: start,
+            duration_s: dur,
+            outcome,
+            status: None,
+            scheduled_s: None,
+            detail: None,
+        }
+    }
+
+    fn merged(events: Vec<(f64, Option<u16>, Event)>) -> Loaded {
+        let mut header = Header::new("merged", vec![]);
+        header.sources = vec![
+            source(0, "wrap.jsonl", "journal", ""),
+            source(1, "results.json", "k6", "within ±2 ms if k6 ran on web"),
+        ];
+        Loaded {
+            header,
+            records: events
+                .into_iter()
+                .map(|(t_s, origin, event)| Record { t_s, event, origin })
+                .collect(),
+            truncated: None,
+            skipped: vec![],
+        }
+    }
+
+    fn refused() -> Outcome {
+        Outcome::Error {
+            error: ErrorKind::ConnectRefused,
+            status: None,
+        }
+    }
+
+    #[test]
+    fn k6_requests_that_died_with_the_server_are_tied_to_its_exit_with_the_clock_stated() {
+        let watchdog = Event::Log {
+            pid: Some(7),
+            stream: Stream::Stderr,
+            line: "[oi] process watchdog: force-exiting after 3s (exit 124)".into(),
+            label: "watchdog".into(),
+            truncated: false,
+            timer_s: Some(3.0),
+        };
+        let a = crate::analyze::analyze(&merged(vec![
+            (0.0, Some(0), spawn(7)),
+            (1.0, Some(1), req(1, "calls", 0.8, 0.2, Outcome::Ok)),
+            (2.0, Some(1), req(2, "calls", 1.7, 0.3, Outcome::Ok)),
+            (3.0, Some(0), watchdog),
+            (3.0, Some(0), exit(7, 124, 3.0, false)),
+            (
+                3.05,
+                Some(1),
+                req(
+                    3,
+                    "calls",
+                    2.9,
+                    0.15,
+                    Outcome::Error {
+                        error: ErrorKind::Reset,
+                        status: None,
+                    },
+                ),
+            ),
+            (3.5, Some(1), req(4, "calls", 3.5, 0.0, refused())),
+            (
+                4.0,
+                Some(1),
+                req(
+                    5,
+                    "slow",
+                    3.0,
+                    1.0,
+                    Outcome::Timeout {
+                        phase: crate::journal::TimeoutPhase::Request,
+                        limit_s: 1.0,
+                    },
+                ),
+            ),
+        ]));
+        let m = a.merged.expect("a merged journal has the merged section");
+        let calls = m.groups.iter().find(|g| g.group == "calls").unwrap();
+        assert_eq!((calls.counts.ok, calls.counts.error), (2, 2));
+        assert_eq!(calls.shape, "k6 scenario");
+        // Failed requests never count as latency.
+        let lat = calls.latency.as_ref().unwrap();
+        assert_eq!((lat.count, lat.max), (2, 0.3));
+        assert_eq!(calls.died_with_server, 1);
+        assert_eq!(calls.sent_while_down, 1);
+        let f = &calls.failures[0].annotation;
+        assert!(
+            f.contains("exited with 124 (after log line '[oi] process watchdog"),
+            "{f}"
+        );
+        assert!(f.contains("clocks: within ±2 ms if k6 ran on web"), "{f}");
+        assert!(calls.failures[1]
+            .annotation
+            .contains("sent while the server was down"));
+        let slow = m.groups.iter().find(|g| g.group == "slow").unwrap();
+        assert_eq!(slow.counts.timeout, 1);
+        assert!(slow.latency.is_none(), "a timeout is not latency");
+        assert!(
+            m.structure[1].contains("k6 has no levels or phases"),
+            "{:?}",
+            m.structure
+        );
+        assert!(m.window_s.is_some() && !m.windows.is_empty());
+        let total: u64 = m
+            .windows
+            .iter()
+            .map(|w| w.counts.ok + w.counts.error + w.counts.timeout)
+            .sum();
+        assert_eq!(total, 5);
+        // The exit at the watchdog's age is the timer suspicion.
+        assert!(a
+            .suspicions
+            .iter()
+            .any(|s| s.subject == "process_exit" && s.timer_s == 3.0));
+    }
+
+    #[test]
+    fn a_correlation_within_one_source_states_no_clock() {
+        let a = crate::analyze::analyze(&merged(vec![
+            (0.0, Some(0), spawn(7)),
+            (1.0, Some(0), exit(7, 1, 1.0, false)),
+            (1.05, Some(0), req(1, "x", 0.5, 0.55, refused())),
+        ]));
+        let m = a.merged.unwrap();
+        assert!(!m.groups[0].failures[0].annotation.contains("clocks:"));
+    }
+
+    #[test]
+    fn a_single_journal_has_no_merged_section() {
+        let a = crate::analyze::analyze(&crate::analyze::tests::loaded(vec![(0.0, spawn(1))]));
+        assert!(a.merged.is_none());
+    }
+}
