@@ -2,7 +2,9 @@
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
 pub mod gpu;
+pub mod inflight;
 pub mod picture;
+pub mod request_timers;
 pub mod soak;
 pub use crate::stats;
 pub mod timeline;
@@ -139,6 +141,10 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         let (load, more) =
             verdict::analyze_load(recs, &processes, ls.factor, ls.cliff_slack_s, &named);
         suspicions.extend(more);
+        // Timers that start with each request: --timer, then the server's own command line.
+        let mut request_named = named.clone();
+        request_named.extend(request_timers::command_line_timers(&server_command(recs)));
+        suspicions.extend(request_timers::suspicions(recs, &request_named));
         load
     });
     suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
@@ -163,6 +169,16 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         notes,
         gpu: gpu::section(recs),
     }
+}
+
+/// The command line of the first server process witness started (empty when it attached).
+fn server_command(recs: &[Record]) -> Vec<String> {
+    recs.iter()
+        .find_map(|r| match &r.event {
+            Event::Spawn { command, .. } => Some(command.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Why the run is partial, in the words every view uses, or None if it ended cleanly.

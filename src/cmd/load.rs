@@ -133,10 +133,27 @@ async fn measure(
     for (index, &n) in cfg.levels.iter().enumerate() {
         run_level(cfg, index as u32, n, target, prober, journal, &ids).await;
         if let Some(line) = after_level(journal, args, index as u32) {
-            println!("{line}");
+            print_line(&line);
         }
     }
     Ok(())
+}
+
+/// Set once stdout is closed (`witness load … | head -1`): printing stops, the run goes on.
+static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One line to stdout, never a panic: a closed reader ends the printing, not the run (the journal
+/// and the report are written all the same).
+pub(crate) fn print_line(line: &str) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+        STDOUT_GONE.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The connect floor, journalled; a floor over the limit (or no connect at all) is a refusal, with

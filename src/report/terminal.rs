@@ -122,6 +122,9 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
                 g.min, g.max
             ));
         }
+        for n in &r.notes {
+            o.push_str(&format!("      note: {n}\n"));
+        }
         for f in r.failures.iter().take(3) {
             o.push_str(&format!(
                 "      request {} {} after {:.2}s: {}\n",

@@ -26,9 +26,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "timeout",
         r"timed out|deadline exceeded|worker timeout|\btimeouts?\b",
     ),
+    // A Python traceback is not a crash of the process: often a request's error, logged and served.
+    ("traceback", r"traceback \(most recent call last\)"),
     (
         "panic",
-        r"panicked at|\bpanic:|traceback \(most recent call last\)|fatal error|segmentation fault|\bsigsegv\b|uncaught exception",
+        r"panicked at|\bpanic:|fatal error|segmentation fault|\bsigsegv\b|uncaught exception",
     ),
     (
         "oom",
@@ -170,8 +172,9 @@ impl Patterns {
         self.set
             .matches(line)
             .iter()
-            .next()
             .map(|i| self.labels[i].as_str())
+            // "Perhaps out of memory?" is a guess (gunicorn's, after any SIGKILL), not an OOM.
+            .find(|l| *l != "oom" || !only_a_guess_at_oom(line))
     }
 
     /// Whether any line wholly inside `chunk` could match (never false when one does). `scratch`
@@ -200,6 +203,17 @@ impl Patterns {
         }
         None
     }
+}
+
+/// The line's only word of memory is a guess: "Perhaps out of memory?".
+fn only_a_guess_at_oom(line: &[u8]) -> bool {
+    let lower = line.to_ascii_lowercase();
+    let has = |n: &str| lower.windows(n.len()).any(|w| w == n.as_bytes());
+    has("perhaps out of memory")
+        && !has("oom")
+        && !has("cannot allocate")
+        && !has("memory allocation of")
+        && !has("outofmemoryerror")
 }
 
 fn timer_regexes() -> Vec<(Regex, bool)> {
@@ -541,7 +555,15 @@ mod tests {
             p.label("thread 'main' panicked at src/main.rs:3:5"),
             Some("panic")
         );
-        assert_eq!(p.label("Traceback (most recent call last):"), Some("panic"));
+        assert_eq!(
+            p.label("Traceback (most recent call last):"),
+            Some("traceback")
+        );
+        // gunicorn's guess after any SIGKILL is a kill, not an OOM.
+        assert_eq!(
+            p.label("[ERROR] Worker (pid:7) was sent SIGKILL! Perhaps out of memory?"),
+            Some("killed")
+        );
         assert_eq!(p.label("fatal: Out of memory"), Some("oom"));
         assert_eq!(p.label("GET /health 200"), None);
         assert_eq!(p.timer_in("request timeout=30"), Some(30.0));
