@@ -14,6 +14,10 @@ use crate::journal::{Event, Record};
 pub const RESOLUTION_S: f64 = 0.25;
 /// The most happenings one annotation names.
 const MOST: usize = 3;
+/// Labels of lines that name a cause (a timer firing, a kill) rather than its aftermath.
+const CAUSE_LABELS: &[&str] = &["timeout", "watchdog", "killed", "oom"];
+/// The most log lines one annotation quotes.
+const MOST_LINES: usize = 2;
 /// The most of a log line an annotation quotes.
 const LINE_CHARS: usize = 160;
 
@@ -50,6 +54,8 @@ enum What {
     Line {
         text: String,
         pid: Option<u32>,
+        /// A timeout, watchdog or kill line: the likeliest cause, told first.
+        cause: bool,
     },
 }
 
@@ -78,9 +84,10 @@ impl Happenings {
                         how: how.clone(),
                         source: source.clone(),
                     },
-                    Event::Log { line, .. } => What::Line {
+                    Event::Log { line, label, .. } => What::Line {
                         pid: pid_named(line),
                         text: short_line(line),
+                        cause: CAUSE_LABELS.contains(&label.as_str()),
                     },
                     _ => return None,
                 };
@@ -91,14 +98,32 @@ impl Happenings {
     }
 
     /// What happened between `start` and `end` (plus the clock's resolution), in words, oldest first.
-    /// Lines already told (the dying server's last words) are left out.
+    /// Lines already told (the dying server's last words) are left out. Of the log lines, those that
+    /// name a cause (a timeout, a kill) and those nearest the end are told.
     pub fn during(&self, start: f64, end: f64, told: &[&str]) -> Vec<String> {
+        let inside: Vec<&(f64, What)> = self
+            .items
+            .iter()
+            .filter(|(t, _)| *t >= start - 0.001 && *t <= end + RESOLUTION_S)
+            .collect();
+        let mut lines: Vec<&(f64, What)> = inside
+            .iter()
+            .copied()
+            .filter(|(_, w)| match w {
+                What::Line { text, .. } => !told.iter().any(|l| l.trim() == text.as_str()),
+                _ => false,
+            })
+            .collect();
+        lines.sort_by(|a, b| {
+            let cause = |w: &What| matches!(w, What::Line { cause: true, .. });
+            cause(&b.1)
+                .cmp(&cause(&a.1))
+                .then((a.0 - end).abs().total_cmp(&(b.0 - end).abs()))
+        });
+        lines.truncate(MOST_LINES);
         let mut out: Vec<String> = Vec::new();
-        let mut lines = 0;
-        for (t, w) in &self.items {
-            if *t < start - 0.001 || *t > end + RESOLUTION_S {
-                continue;
-            }
+        for item in &inside {
+            let (t, w) = item;
             let when = when(*t, end);
             let text = match w {
                 What::WorkerDied {
@@ -110,15 +135,10 @@ impl Happenings {
                     let cmd = short_line(command);
                     format!("worker pid {pid} ({cmd}) died: {how} (source: {source}) {when}")
                 }
-                What::Line { text, pid } => {
-                    if told.iter().any(|l| l.trim() == text.as_str()) {
+                What::Line { text, pid, .. } => {
+                    if !lines.iter().any(|l| std::ptr::eq(*l, *item)) {
                         continue;
                     }
-                    // Two workers timing out at once log twice: one line says it.
-                    if lines >= 2 {
-                        continue;
-                    }
-                    lines += 1;
                     match pid {
                         Some(p) => format!("log line '{text}' naming pid {p} {when}"),
                         None => format!("log line '{text}' {when}"),
