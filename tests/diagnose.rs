@@ -175,12 +175,7 @@ fn nginx_s_proxy_read_timeout_is_a_timer_that_starts_with_each_request() {
     };
     let dir = tempdir("nginx");
     let upstream = free_port().to_string();
-    let _slow = Bg::start(Command::new(toy()).args([
-        "--port",
-        &upstream,
-        "--call",
-        "sleep:30s",
-    ]));
+    let _slow = Bg::start(Command::new(toy()).args(["--port", &upstream, "--call", "sleep:30s"]));
     wait_listening(upstream.parse().unwrap());
     let port = free_port().to_string();
     let conf = nginx_conf(&dir, &port, &upstream);
