@@ -476,6 +476,12 @@ pub enum Event {
         health: Probe,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         identity: Option<Identity>,
+        /// Why the level stopped sending early (the server died and nothing restarts it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stopped: Option<String>,
+        /// Requests the level meant to send and did not, once it stopped.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_sent: Option<u64>,
     },
     /// One request, journalled when it completes (`t_s` is its end).
     Request {

@@ -306,3 +306,43 @@ fn a_closed_stdout_stops_the_printing_not_the_run() {
     let end = journal_lines(&j);
     assert_eq!(end.last().unwrap()["kind"], "end");
 }
+
+#[test]
+fn after_a_death_with_no_restart_policy_the_level_stops_sending_and_says_so() {
+    let dir = tempdir("died");
+    let r = dir.join("r.json");
+    let port = free_port().to_string();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["load", "--url", &format!("http://127.0.0.1:{port}/call")])
+            .args(["--levels", "1,2", "--rounds", "40", "--settle", "100ms"])
+            .arg("--report")
+            .arg(&r)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port, "--call", "sleep:100ms", "--die-after", "1500ms"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json(&r);
+    let lv = levels(&report);
+    let first = &lv[0];
+    assert_eq!(first["verdict"], "fail");
+    let not_sent = first["counts"]["not_sent"].as_u64().unwrap();
+    assert!(not_sent > 0 && not_sent < 40, "{first:#}");
+    // Nothing the server did: a connect to a port nobody listens on is not its error.
+    assert!(
+        first["counts"]["error"].as_u64().unwrap() <= 1,
+        "at most the request in flight when it died: {first:#}"
+    );
+    assert_eq!(lv[1]["verdict"], "skipped");
+    let why = lv[1]["reasons"][0].as_str().unwrap();
+    assert!(
+        why.starts_with("the server died (exit status 1) and nothing restarts it"),
+        "{why}"
+    );
+    let err = stderr(&out);
+    assert!(!err.contains("every level ran"), "{err}");
+    assert!(err.contains("run ends: 0 of 2 levels ran"), "{err}");
+    assert!(err.contains("requests not sent"), "{err}");
+}

@@ -17,14 +17,21 @@ use super::stats::{latency_of, Latency};
 use super::timers::{timer_at, TimerSource};
 use super::{ProcessLife, Suspicion};
 pub use crate::journal::group_of_level;
-use crate::journal::{secs, Event, Identity, Outcome, Probe, Record};
+use crate::journal::{secs, ErrorKind, Event, Identity, Outcome, Probe, Record};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Counts {
     pub ok: u64,
     pub timeout: u64,
+    /// The server's failures (not counting connects to a port nobody listened on).
     pub error: u64,
     pub rejected: u64,
+    /// Sent while nothing listened (connect refused): not the server's failures.
+    #[serde(default)]
+    pub no_listener: u64,
+    /// Meant to be sent and not sent: the level stopped when the server died.
+    #[serde(default)]
+    pub not_sent: u64,
 }
 
 /// One level of the ladder, as every view shows it.
@@ -55,6 +62,9 @@ pub struct LevelRow {
     /// Findings worth a line that are not alarms ("a fixed delay inside this endpoint").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Why the level stopped sending early, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -157,14 +167,19 @@ pub fn analyze_load(
                 end_t_s: None,
                 failures: vec![],
                 notes: vec![],
+                stopped: None,
             }),
             Event::LevelEnd {
                 index,
                 health,
                 identity,
+                stopped,
+                not_sent,
                 ..
             } => {
                 if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
+                    l.stopped = stopped.clone();
+                    l.counts.not_sent = not_sent.unwrap_or(0);
                     l.health_after = Some(health.clone());
                     l.identity_after = identity.clone();
                     l.end_t_s = Some(r.t_s);
@@ -212,8 +227,18 @@ pub fn analyze_load(
                     .or_insert_with(|| detail.clone().unwrap_or_else(|| reason.clone()));
             }
             Outcome::Timeout { .. } | Outcome::Error { .. } => {
+                let refused = matches!(
+                    outcome,
+                    Outcome::Error {
+                        error: ErrorKind::ConnectRefused,
+                        ..
+                    }
+                );
                 if matches!(outcome, Outcome::Timeout { .. }) {
                     l.counts.timeout += 1;
+                } else if refused {
+                    // Nobody listened: nothing the server did, so not its failure.
+                    l.counts.no_listener += 1;
                 } else {
                     l.counts.error += 1;
                 }
@@ -333,7 +358,26 @@ pub fn analyze_load(
         if l.counts.error > 0 {
             reasons.push(plural(l.counts.error, "error"));
         }
-        if l.counts.ok + l.counts.timeout + l.counts.error + l.counts.rejected == 0 {
+        if l.counts.no_listener > 0 {
+            reasons.push(format!(
+                "{} sent while nothing listened (connect refused; not the server's failures)",
+                plural(l.counts.no_listener, "request")
+            ));
+        }
+        if let Some(why) = &l.stopped {
+            reasons.push(format!(
+                "{}: {} not sent",
+                why,
+                plural(l.counts.not_sent, "request")
+            ));
+        }
+        if l.counts.ok
+            + l.counts.timeout
+            + l.counts.error
+            + l.counts.rejected
+            + l.counts.no_listener
+            == 0
+        {
             reasons.push("no request completed".into());
         } else if l.counts.ok == 0 && l.counts.rejected > 0 {
             // Refusing work is correct under overload, but a level that served nothing measured
@@ -662,6 +706,8 @@ mod tests {
                 concurrency: n,
                 health: probe(200),
                 identity: id(pid),
+                stopped: None,
+                not_sent: None,
             },
         )
     }
@@ -925,5 +971,60 @@ mod tests {
         let slow = build(2.0);
         assert!(slow.suspicions[0].detail.contains("client or network"));
         assert!(slow.load.unwrap().levels[0].notes.is_empty());
+    }
+
+    #[test]
+    fn a_level_cut_short_by_a_death_counts_what_it_did_not_send_and_no_listener_apart() {
+        let refused = Outcome::Error {
+            error: ErrorKind::ConnectRefused,
+            status: None,
+        };
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 2, 0.1, 7),
+            req(0, 0, 0.1, 0.1, Outcome::Ok),
+            (1.0, exit(7, 1, 1.0, false)),
+            req(1, 0, 1.01, 0.001, refused),
+            (
+                1.5,
+                Event::LevelEnd {
+                    index: 0,
+                    concurrency: 2,
+                    health: Probe {
+                        status: None,
+                        error: Some("ConnectionRefused".into()),
+                        duration_s: 0.001,
+                    },
+                    identity: None,
+                    stopped: Some("the server died (exit status 1) and nothing restarts it: the level stopped sending".into()),
+                    not_sent: Some(17),
+                },
+            ),
+            (1.6, end()),
+        ];
+        let l = &analyze(&loaded(ev)).load.unwrap().levels[0];
+        assert_eq!(
+            l.counts.error, 0,
+            "connect refused is not the server's failure"
+        );
+        assert_eq!(l.counts.no_listener, 1);
+        assert_eq!(l.counts.not_sent, 17);
+        assert_eq!(l.verdict, "fail");
+        assert!(l.reasons.iter().any(|r| r == "1 request sent while nothing listened (connect refused; not the server's failures)"), "{:?}", l.reasons);
+        assert!(
+            l.reasons
+                .iter()
+                .any(|r| r.ends_with("the level stopped sending: 17 requests not sent")),
+            "{:?}",
+            l.reasons
+        );
+        assert!(
+            l.failures[0]
+                .annotation
+                .starts_with("sent while the server was down: pid 7 exited with 1"),
+            "{}",
+            l.failures[0].annotation
+        );
     }
 }

@@ -18,7 +18,7 @@ use crate::journal::{Event, Journal, LoadSettings, Settings};
 use crate::load::client::{Limits, RequestSpec};
 use crate::load::floor;
 use crate::load::health::Prober;
-use crate::load::ladder::{run_level, LadderConfig};
+use crate::load::ladder::{run_level, LadderConfig, LevelRun};
 use crate::load::outcome::Rejection;
 use crate::report;
 use crate::server::process::State;
@@ -80,8 +80,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     sampling.stop().await;
     target.stop("the load run is over").await?;
     match result {
-        Ok(()) => {
-            let a = finish(&journal, &args, "every level ran", false)?;
+        Ok(end) => {
+            let a = finish(&journal, &args, &end, false)?;
             Ok(match a.load.as_ref().map(|l| l.verdict.as_str()) {
                 Some("pass") => 0,
                 _ => 1,
@@ -110,7 +110,7 @@ async fn measure(
     target: &Target,
     prober: &Prober,
     journal: &Journal,
-) -> Result<(), Stop> {
+) -> Result<String, Stop> {
     if let (true, Some(state)) = (target.owned(), target.state()) {
         wait_ready(state, prober, journal, args.ready_timeout).await?;
     }
@@ -130,13 +130,40 @@ async fn measure(
         ));
     }
     let ids = Arc::new(AtomicU64::new(0));
+    let mut previous = target.identity();
+    let mut not_run = Vec::new();
     for (index, &n) in cfg.levels.iter().enumerate() {
-        run_level(cfg, index as u32, n, target, prober, journal, &ids).await;
+        let run = run_level(
+            cfg,
+            index as u32,
+            n,
+            target,
+            prober,
+            journal,
+            &ids,
+            previous.as_ref(),
+        )
+        .await;
+        match run {
+            LevelRun::Ran => {}
+            LevelRun::Skipped(why) => not_run.push(format!("level {n} skipped: {why}")),
+            LevelRun::Stopped(why) => not_run.push(format!("level {n}: {why}")),
+        }
+        previous = target.identity().or(previous);
         if let Some(line) = after_level(journal, args, index as u32) {
             print_line(&line);
         }
     }
-    Ok(())
+    // "every level ran" only when it is true.
+    Ok(match not_run.len() {
+        0 => "every level ran".into(),
+        k => format!(
+            "{} of {} levels ran; {}",
+            cfg.levels.len() - k,
+            cfg.levels.len(),
+            not_run.join("; ")
+        ),
+    })
 }
 
 /// Set once stdout is closed (`witness load … | head -1`): printing stops, the run goes on.

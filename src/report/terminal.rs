@@ -80,8 +80,15 @@ pub fn level_line(r: &LevelRow) -> String {
             r.reasons.join("; ")
         );
     }
+    let mut apart = String::new();
+    if c.no_listener > 0 {
+        apart.push_str(&format!(" no_listener={}", c.no_listener));
+    }
+    if c.not_sent > 0 {
+        apart.push_str(&format!(" not_sent={}", c.not_sent));
+    }
     format!(
-        "{:<3} ok={} timeout={} error={} rejected={}  max={max}{lat}  health_after={after}  restarted={}  {verdict}",
+        "{:<3} ok={} timeout={} error={} rejected={}{apart}  max={max}{lat}  health_after={after}  restarted={}  {verdict}",
         r.concurrency,
         c.ok,
         c.timeout,
