@@ -320,7 +320,14 @@ fn after_a_death_with_no_restart_policy_the_level_stops_sending_and_says_so() {
             .arg(&r)
             .arg("--")
             .arg(toy())
-            .args(["--port", &port, "--call", "sleep:100ms", "--die-after", "1500ms"]),
+            .args([
+                "--port",
+                &port,
+                "--call",
+                "sleep:100ms",
+                "--die-after",
+                "1500ms",
+            ]),
         Duration::from_secs(60),
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));

@@ -64,32 +64,64 @@ fn process_state(pid: u32) -> Option<char> {
         .next()
 }
 
-/// Why the server did not answer health before a level, in words that match what happened: died
-/// (gone, nothing restarts it), restarting (down, a restart is on its way), restarted or replaced (a
-/// different process than before), stopped (SIGSTOP: state T), or wedged (alive, not answering).
+/// What witness knows about the server when health before a level failed.
+#[derive(Clone, Debug, Default)]
+pub struct Seen<'a> {
+    pub health: String,
+    /// Exited and no restart policy brings it back: its status.
+    pub gone_for_good: Option<i32>,
+    /// Exited, a restart is on its way: its status.
+    pub down: Option<i32>,
+    pub owned: bool,
+    pub before: Option<&'a Identity>,
+    pub now: Option<&'a Identity>,
+    /// The kernel's state letter of the process now ("T": stopped).
+    pub state: Option<char>,
+}
+
+/// Why the server did not answer health before a level, gathered from the target.
 pub fn why_unhealthy(
     target: &Target,
     health: &str,
     before: Option<&Identity>,
     now: Option<&Identity>,
 ) -> String {
-    if let Some(status) = gone_for_good(target) {
+    why_unhealthy_words(&Seen {
+        health: health.to_string(),
+        gone_for_good: gone_for_good(target),
+        down: match target.state().map(|s| s.borrow().clone()) {
+            Some(State::Down { status }) => Some(status),
+            _ => None,
+        },
+        owned: target.owned(),
+        before,
+        now,
+        state: now.and_then(|id| process_state(id.pid)),
+    })
+}
+
+/// In words that match what happened: died (gone, nothing restarts it), restarting (down, a restart
+/// is on its way), restarted (witness's own child, a new pid) or replaced (another process listens),
+/// stopped (SIGSTOP: state T), or wedged (alive, not answering).
+pub fn why_unhealthy_words(s: &Seen) -> String {
+    let health = &s.health;
+    if let Some(status) = s.gone_for_good {
         return format!(
             "the server died (exit status {status}) and nothing restarts it (health before: {health}): not measured"
         );
     }
-    if let Some(State::Down { status }) = target.state().map(|s| s.borrow().clone()) {
+    if let Some(status) = s.down {
         return format!(
             "the server is down (exit status {status}), a restart is on its way (health before: {health}): not measured"
         );
     }
-    match (before, now) {
+    match (s.before, s.now) {
         (Some(_), None) => {
             return format!(
                 "the server died: nothing listens any more (health before: {health}): not measured"
             )
         }
-        (Some(a), Some(b)) if a != b && target.owned() => {
+        (Some(a), Some(b)) if a != b && s.owned => {
             return format!(
                 "the server restarted (pid {} → {}) and is not answering yet (health before: {health}): not measured",
                 a.pid, b.pid
@@ -103,13 +135,11 @@ pub fn why_unhealthy(
         }
         _ => {}
     }
-    if let Some(id) = now {
-        if process_state(id.pid) == Some('T') {
-            return format!(
-                "the server is stopped (pid {} in process state T, SIGSTOP) (health before: {health}): not measured",
-                id.pid
-            );
-        }
+    if let (Some(id), Some('T')) = (s.now, s.state) {
+        return format!(
+            "the server is stopped (pid {} in process state T, SIGSTOP) (health before: {health}): not measured",
+            id.pid
+        );
     }
     format!(
         "health before was {health} (not 200): the server is wedged (alive, not answering): not measured against a wedged server"
@@ -228,5 +258,72 @@ pub async fn run_level(
     match stopped {
         Some(why) => LevelRun::Stopped(why),
         None => LevelRun::Ran,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(pid: u32) -> Identity {
+        Identity {
+            pid,
+            start_time: 1000 + pid as u64,
+            container_id: None,
+            container_started_at: None,
+        }
+    }
+
+    #[test]
+    fn a_skipped_level_says_which_of_died_restarted_replaced_stopped_wedged() {
+        let (a, b) = (id(7), id(8));
+        let base = Seen {
+            health: "ConnectionRefused".into(),
+            owned: true,
+            before: Some(&a),
+            now: Some(&a),
+            ..Default::default()
+        };
+        let w = |s: Seen| why_unhealthy_words(&s);
+        assert!(w(Seen {
+            gone_for_good: Some(1),
+            now: None,
+            ..base.clone()
+        })
+        .starts_with("the server died (exit status 1) and nothing restarts it"));
+        assert!(w(Seen {
+            down: Some(124),
+            now: None,
+            ..base.clone()
+        })
+        .starts_with("the server is down (exit status 124), a restart is on its way"));
+        assert!(w(Seen {
+            now: Some(&b),
+            ..base.clone()
+        })
+        .starts_with("the server restarted (pid 7 → 8)"));
+        assert!(w(Seen {
+            now: Some(&b),
+            owned: false,
+            ..base.clone()
+        })
+        .starts_with("the server was replaced: pid 8 now listens where pid 7 did"));
+        assert!(w(Seen {
+            now: None,
+            owned: false,
+            ..base.clone()
+        })
+        .starts_with("the server died: nothing listens any more"));
+        assert!(w(Seen {
+            state: Some('T'),
+            ..base.clone()
+        })
+        .starts_with("the server is stopped (pid 7 in process state T, SIGSTOP)"));
+        assert!(w(Seen {
+            state: Some('S'),
+            health: "TimeoutError".into(),
+            ..base
+        })
+        .contains("the server is wedged (alive, not answering)"));
     }
 }
