@@ -290,6 +290,8 @@ pub struct LineSink {
     pid: Option<u32>,
     patterns: Arc<Patterns>,
     journal: Journal,
+    /// Inside a Python traceback: every line is looked at until its last one (the exception).
+    traceback: bool,
 }
 
 impl LineSink {
@@ -313,6 +315,7 @@ impl LineSink {
             pid,
             patterns,
             journal,
+            traceback: false,
         }
     }
 
@@ -330,10 +333,11 @@ impl LineSink {
             pid,
             patterns,
             journal,
+            traceback,
             ..
         } = self;
         lines.push(chunk, &mut |l, t, c| {
-            on_line(patterns, journal, *stream, *pid, l, t, c, hot)
+            on_line(patterns, journal, *stream, *pid, l, t, c, hot, traceback)
         });
     }
 
@@ -345,9 +349,12 @@ impl LineSink {
             pid,
             patterns,
             journal,
+            traceback,
             ..
         } = self;
-        lines.finish(&mut |l, t, c| on_line(patterns, journal, *stream, *pid, l, t, c, true));
+        lines.finish(&mut |l, t, c| {
+            on_line(patterns, journal, *stream, *pid, l, t, c, true, traceback)
+        });
     }
 }
 
@@ -363,13 +370,32 @@ fn on_line(
     truncated: bool,
     carried: bool,
     hot: bool,
+    traceback: &mut bool,
 ) {
-    if !hot && !carried {
+    if !hot && !carried && !*traceback {
         return;
+    }
+    if *traceback {
+        if let Some(last) = traceback_end(line) {
+            // The traceback's last line names the exception: the line worth keeping.
+            *traceback = false;
+            journal.emit(Event::Log {
+                pid,
+                stream,
+                line: last,
+                label: "traceback".into(),
+                truncated,
+                timer_s: None,
+            });
+            return;
+        }
     }
     let Some(label) = patterns.label_bytes(line) else {
         return;
     };
+    if label == "traceback" {
+        *traceback = true;
+    }
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end_matches('\r');
     journal.emit(Event::Log {
@@ -380,6 +406,22 @@ fn on_line(
         truncated,
         timer_s: patterns.timer_in(text),
     });
+}
+
+/// The exception line that ends a Python traceback ("ValueError: boom"), or None for a line inside
+/// it (indented frames, the chained-exception banners, the next "Traceback" header). A logger's prefix
+/// before the exception ("[ERROR] ValueError: boom") is kept as it is.
+fn traceback_end(line: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(line);
+    let t = text.trim_end_matches('\r');
+    let inside = t.is_empty()
+        || t.starts_with(' ')
+        || t.starts_with('\t')
+        || t.starts_with('^')
+        || t.starts_with("Traceback (most recent call last)")
+        || t.starts_with("During handling of the above exception")
+        || t.starts_with("The above exception was the direct cause");
+    (!inside).then(|| format!("{t} (the exception ending a Python traceback)"))
 }
 
 /// Splits a byte stream into lines with a bounded buffer.
@@ -569,6 +611,43 @@ mod tests {
         assert_eq!(p.timer_in("request timeout=30"), Some(30.0));
         assert_eq!(p.timer_in("deadline exceeded after 1500ms"), Some(1.5));
         assert_eq!(p.timer_in("exit 124"), None);
+    }
+
+    #[test]
+    fn a_python_traceback_is_labelled_a_traceback_with_its_last_line() {
+        let dir = std::env::temp_dir().join(format!("witness-tb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("j.jsonl");
+        let j = Journal::create(&path, &crate::journal::Header::new("wrap", vec![])).unwrap();
+        let p = Arc::new(Patterns::new(&[]).unwrap());
+        let mut sink = LineSink::new(Stream::Stderr, PassThrough::Discard, Some(7), p, j.clone());
+        sink.push(b"Traceback (most recent call last):\n  File \"app.py\", line 3, in app\n");
+        // The exception arrives in a later read that holds no watch word at all.
+        sink.push(b"    raise ValueError(\"boom\")\nValueError: boom\nGET / 200\n");
+        sink.finish();
+        j.flush().unwrap();
+        let logs: Vec<(String, String)> = crate::journal::read(&path)
+            .unwrap()
+            .records
+            .into_iter()
+            .filter_map(|r| match r.event {
+                Event::Log { line, label, .. } => Some((label, line)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            logs,
+            vec![
+                (
+                    "traceback".to_string(),
+                    "Traceback (most recent call last):".to_string()
+                ),
+                (
+                    "traceback".to_string(),
+                    "ValueError: boom (the exception ending a Python traceback)".to_string()
+                ),
+            ]
+        );
     }
 
     #[test]
