@@ -184,7 +184,7 @@ fn nginx_s_proxy_read_timeout_is_a_timer_that_starts_with_each_request() {
         Command::new(witness())
             .args(["load", "--url", &format!("http://127.0.0.1:{port}/call")])
             .args(["--levels", "1,3", "--rounds", "2", "--timeout", "10s"])
-            .args(["--settle", "300ms", "--report"])
+            .args(["--timer", "2s", "--settle", "300ms", "--report"])
             .arg(&r)
             .arg("--")
             .arg(nginx)
@@ -214,6 +214,8 @@ fn nginx_s_proxy_read_timeout_is_a_timer_that_starts_with_each_request() {
         "{timer}"
     );
     assert!(timer.contains("upstream timed out"), "{timer}");
+    // --timer does for request durations what it does for exits.
+    assert!(timer.contains("at the 2s timer given with --timer"), "{timer}");
     // The terminal says so too.
     assert!(stderr(&out).contains("a timer that starts with each request"));
 }
