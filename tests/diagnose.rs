@@ -215,7 +215,10 @@ fn nginx_s_proxy_read_timeout_is_a_timer_that_starts_with_each_request() {
     );
     assert!(timer.contains("upstream timed out"), "{timer}");
     // --timer does for request durations what it does for exits.
-    assert!(timer.contains("at the 2s timer given with --timer"), "{timer}");
+    assert!(
+        timer.contains("at the 2s timer given with --timer"),
+        "{timer}"
+    );
     // The terminal says so too.
     assert!(stderr(&out).contains("a timer that starts with each request"));
 }
@@ -354,4 +357,24 @@ fn after_a_death_with_no_restart_policy_the_level_stops_sending_and_says_so() {
     assert!(!err.contains("every level ran"), "{err}");
     assert!(err.contains("run ends: 0 of 2 levels ran"), "{err}");
     assert!(err.contains("requests not sent"), "{err}");
+}
+
+#[test]
+fn a_start_up_failure_shows_the_server_s_last_output_lines() {
+    let port = free_port().to_string();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["load", "--url", &format!("http://127.0.0.1:{port}/call")])
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port, "--call", "bogus"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    // The line matches no watch pattern: it is shown because it was the server's last word.
+    assert!(
+        err.contains("the server exited before it was ready; its last output: stderr 'toy_server: --call: invalid value 'bogus'"),
+        "{err}"
+    );
 }

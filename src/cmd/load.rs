@@ -255,7 +255,10 @@ pub(crate) async fn wait_ready(
         let gone = matches!(&*state.borrow_and_update(), State::Finished { .. });
         if gone || start.elapsed() >= limit {
             let detail = if gone {
-                "the server exited before it was ready".to_string()
+                format!(
+                    "the server exited before it was ready{}",
+                    last_output(journal).await
+                )
             } else {
                 format!(
                     "health was {} after --ready-timeout {}",
@@ -279,6 +282,31 @@ pub(crate) async fn wait_ready(
             )));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// "; its last output: stderr 'a' | 'b'": the server's own last words, matched or not, so a
+/// start-up failure shows its reason. The output pipes are read by other threads: give them a moment
+/// (bounded) to reach the lines written just before the exit.
+async fn last_output(journal: &Journal) -> String {
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let mut tail = journal.tail();
+    while tail.iter().all(|(_, l)| l.is_empty()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tail = journal.tail();
+    }
+    let parts: Vec<String> = tail
+        .into_iter()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(s, l)| {
+            let keep = &l[l.len().saturating_sub(5)..];
+            format!("{} '{}'", s, keep.join("' | '"))
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; its last output: {}", parts.join("; "))
     }
 }
 

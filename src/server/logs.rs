@@ -326,6 +326,7 @@ impl LineSink {
                 self.out = None;
             }
         }
+        self.keep_tail(chunk);
         let hot = self.patterns.may_match(chunk, &mut self.scratch);
         let Self {
             lines,
@@ -339,6 +340,28 @@ impl LineSink {
         lines.push(chunk, &mut |l, t, c| {
             on_line(patterns, journal, *stream, *pid, l, t, c, hot, traceback)
         });
+    }
+
+    /// The newest complete lines of the chunk, matched or not, kept for a start-up failure's words.
+    /// Only the chunk's last few lines are looked at, so a flood costs nothing more.
+    fn keep_tail(&mut self, chunk: &[u8]) {
+        const LINE: usize = 300;
+        let mut ends = memchr::memrchr_iter(b'\n', chunk);
+        let Some(last) = ends.next() else {
+            return;
+        };
+        let from = ends
+            .nth(Journal::TAIL_LINES - 1)
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let lines = chunk[from..last]
+            .split(|&b| b == b'\n')
+            .map(|l| {
+                let l = &l[..l.len().min(LINE)];
+                String::from_utf8_lossy(l).trim_end().to_string()
+            })
+            .filter(|l| !l.is_empty());
+        self.journal.keep_tail(self.stream, lines);
     }
 
     /// The end of the stream: a last line with no newline is still matched.
