@@ -20,7 +20,7 @@ use timers::{timer_at, TimerSource};
 /// A finding worth a person's attention: a number that may be a timer rather than the server's work.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Suspicion {
-    /// Always "round_timer" for now.
+    /// "round_timer" (a value at a timer) or "request_timer" (failed requests clustered at one value).
     pub kind: String,
     /// "process_exit" or "request".
     pub subject: String,
