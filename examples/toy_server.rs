@@ -45,6 +45,9 @@
 //!   401 `{"error":"bad credentials"}`. Exits 2 at startup if NAME is unset or empty. The
 //!   secret is never printed.
 //! - `--access-log`: print `METHOD PATH STATUS` to stdout for every answered request.
+//! - `--max-conns N`: with more than N connections open, a further connection's requests are
+//!   answered at once with 503 `too many connections` and the connection is closed (a server
+//!   with a small connection limit, like a pool of N workers behind an accept gate).
 //! - `--never-accept`: bind and listen with the smallest backlog, fill the accept queue
 //!   with connections to itself, print the listening line, and never call accept, so
 //!   further TCP connects stall.
@@ -85,6 +88,7 @@ usage: toy_server [FLAGS]
   --health-fail-after N       /health answers 500 once N /call requests were answered
   --require-secret-env NAME   /call needs 'Authorization: Bearer $NAME' (else 401)
   --access-log                print 'METHOD PATH STATUS' per request to stdout
+  --max-conns N               over N open connections -> 503 'too many connections', closed
   --never-accept              listen with a full accept queue and never accept
   --help                      this text
 
@@ -116,6 +120,7 @@ struct Config {
     die_code: i32,
     ready_delay: Option<Duration>,
     capacity: Option<u64>,
+    max_conns: Option<u64>,
     reject_status: u16,
     leak: usize,
     health_fail_after: Option<u64>,
@@ -136,6 +141,7 @@ impl Default for Config {
             die_code: 1,
             ready_delay: None,
             capacity: None,
+            max_conns: None,
             reject_status: 429,
             leak: 0,
             health_fail_after: None,
@@ -154,6 +160,8 @@ struct State {
     answered: AtomicU64,
     leaked_bytes: AtomicU64,
     queued: AtomicU64,
+    /// Connections accepted and not yet closed (for `--max-conns`).
+    open_conns: AtomicU64,
     call_lock: Mutex<()>,
     leaked: Mutex<Vec<Vec<u8>>>,
 }
@@ -307,6 +315,10 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Config, String> 
             }
             "--ready-delay" => {
                 cfg.ready_delay = Some(dur_arg(f, &value_of(f, inline, &mut it)?)?);
+            }
+            "--max-conns" => {
+                let v = value_of(f, inline, &mut it)?;
+                cfg.max_conns = Some(num_arg(f, &v, "a number of connections")?);
             }
             "--capacity" => {
                 let v = value_of(f, inline, &mut it)?;
@@ -679,7 +691,18 @@ fn route(state: &State, req: &Request) -> (u16, &'static str, String) {
     }
 }
 
-fn handle_connection(stream: TcpStream, state: &State) {
+/// Counts a connection as open from accept until its handler returns.
+struct Open<'a>(&'a AtomicU64);
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn handle_connection(stream: TcpStream, state: &State, open: u64) {
+    let _open = Open(&state.open_conns);
+    let over = state.cfg.max_conns.is_some_and(|m| open > m);
     let _ = stream.set_nodelay(true);
     let Ok(read_half) = stream.try_clone() else {
         return;
@@ -690,6 +713,21 @@ fn handle_connection(stream: TcpStream, state: &State) {
         match read_request(&mut reader, &mut writer) {
             Ok(req) => {
                 state.requests.fetch_add(1, Ordering::SeqCst);
+                if over {
+                    let _ = write_response(
+                        &mut writer,
+                        503,
+                        TEXT,
+                        "too many connections",
+                        false,
+                        false,
+                    );
+                    if state.cfg.access_log {
+                        out_line(&format!("{} {} 503", req.method, req.target));
+                    }
+                    let _ = writer.shutdown(Shutdown::Write);
+                    return;
+                }
                 let (status, content_type, body) = route(state, &req);
                 let head = req.method == "HEAD";
                 let sent = write_response(
@@ -824,6 +862,7 @@ fn main() {
         answered: AtomicU64::new(0),
         leaked_bytes: AtomicU64::new(0),
         queued: AtomicU64::new(0),
+        open_conns: AtomicU64::new(0),
         call_lock: Mutex::new(()),
         leaked: Mutex::new(Vec::new()),
     }));
@@ -831,12 +870,16 @@ fn main() {
     for conn in listener.incoming() {
         match conn {
             Ok(stream) => {
+                let open = state.open_conns.fetch_add(1, Ordering::SeqCst) + 1;
                 // If the thread cannot be spawned the closure, and with it the stream, is
                 // dropped, which closes the connection.
-                let _ = thread::Builder::new()
+                let spawned = thread::Builder::new()
                     .name("conn".into())
                     .stack_size(256 * 1024)
-                    .spawn(move || handle_connection(stream, state));
+                    .spawn(move || handle_connection(stream, state, open));
+                if spawned.is_err() {
+                    state.open_conns.fetch_sub(1, Ordering::SeqCst);
+                }
             }
             // EMFILE and friends: back off briefly instead of spinning.
             Err(_) => thread::sleep(Duration::from_millis(10)),

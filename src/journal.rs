@@ -487,6 +487,12 @@ pub enum Event {
         health: Probe,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         identity: Option<Identity>,
+        /// Why the level stopped sending early (the server died and nothing restarts it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stopped: Option<String>,
+        /// Requests the level meant to send and did not, once it stopped.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_sent: Option<u64>,
     },
     /// One request, journalled when it completes (`t_s` is its end).
     Request {
@@ -643,6 +649,8 @@ struct Inner {
     sink: Mutex<Sink>,
     /// Lifecycle events kept in memory too (few, and producers ask about them while running).
     lifecycle: Mutex<Vec<Record>>,
+    /// The last lines of each server output stream, matched or not: what a start-up failure shows.
+    tails: Mutex<Vec<(Stream, std::collections::VecDeque<String>)>>,
     clock: RunClock,
     path: PathBuf,
     /// Secret values as they would appear inside a JSON string: every line is scrubbed of them
@@ -681,6 +689,7 @@ impl Journal {
                 error: None,
             }),
             lifecycle: Mutex::new(Vec::new()),
+            tails: Mutex::new(Vec::new()),
             clock: RunClock::start(),
             path: path.to_owned(),
             redact: std::sync::OnceLock::new(),
@@ -695,6 +704,36 @@ impl Journal {
     pub fn now_s(&self) -> f64 {
         self.inner.clock.now_s()
     }
+    /// Most lines kept per stream by [`Journal::keep_tail`].
+    pub const TAIL_LINES: usize = 8;
+
+    /// Keeps `lines` (already bounded by the caller) as the newest lines of the server's `stream`.
+    pub fn keep_tail(&self, stream: Stream, lines: impl IntoIterator<Item = String>) {
+        let mut t = self.inner.tails.lock().unwrap_or_else(|e| e.into_inner());
+        let i = match t.iter().position(|(s, _)| *s == stream) {
+            Some(i) => i,
+            None => {
+                t.push((stream, Default::default()));
+                t.len() - 1
+            }
+        };
+        let q = &mut t[i].1;
+        for l in lines {
+            q.push_back(l);
+            if q.len() > Self::TAIL_LINES {
+                q.pop_front();
+            }
+        }
+    }
+
+    /// The server's last output lines per stream, oldest first (not journalled: said where needed).
+    pub fn tail(&self) -> Vec<(Stream, Vec<String>)> {
+        let t = self.inner.tails.lock().unwrap_or_else(|e| e.into_inner());
+        t.iter()
+            .map(|(s, q)| (*s, q.iter().cloned().collect()))
+            .collect()
+    }
+
     pub fn path(&self) -> &Path {
         &self.inner.path
     }

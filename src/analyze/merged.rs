@@ -7,6 +7,7 @@
 //! one witness would tie them ([`super::verdict::annotate`]); only the words about the clocks are
 //! added.
 
+use super::inflight::Happenings;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
@@ -149,6 +150,8 @@ pub fn analyze(
     let mut groups: BTreeMap<(u16, String), Acc> = BTreeMap::new();
     let mut windowed: Vec<(f64, &'static str, f64)> = Vec::new();
     let mut timer_suspicions = 0;
+    // Worker deaths and log lines from every source, for the failures kept.
+    let seen = Happenings::new(recs);
     for r in recs {
         let Event::Request {
             id,
@@ -156,6 +159,7 @@ pub fn analyze(
             start_s,
             duration_s,
             outcome,
+            detail,
             ..
         } = &r.event
         else {
@@ -225,7 +229,15 @@ pub fn analyze(
                     }
                 }
                 if acc.row.failures.len() < FAILURES_KEPT {
-                    let (mut annotation, _) = annotate(recs, lives, *start_s, end, outcome);
+                    let (mut annotation, _) = annotate(
+                        recs,
+                        lives,
+                        Some(&seen),
+                        *start_s,
+                        end,
+                        outcome,
+                        detail.as_deref(),
+                    );
                     if k6 {
                         // The limit that fired was k6's, not witness's.
                         annotation = annotation.replace("witness's own", "k6's own");

@@ -2,8 +2,10 @@
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
 pub mod gpu;
+pub mod inflight;
 pub mod merged;
 pub mod picture;
+pub mod request_timers;
 pub mod soak;
 pub use crate::stats;
 pub mod timeline;
@@ -19,7 +21,7 @@ use timers::{timer_at, TimerSource};
 /// A finding worth a person's attention: a number that may be a timer rather than the server's work.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Suspicion {
-    /// Always "round_timer" for now.
+    /// "round_timer" (a value at a timer) or "request_timer" (failed requests clustered at one value).
     pub kind: String,
     /// "process_exit" or "request".
     pub subject: String,
@@ -143,6 +145,10 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         let (load, more) =
             verdict::analyze_load(recs, &processes, ls.factor, ls.cliff_slack_s, &named);
         suspicions.extend(more);
+        // Timers that start with each request: --timer, then the server's own command line.
+        let mut request_named = named.clone();
+        request_named.extend(request_timers::command_line_timers(&server_command(recs)));
+        suspicions.extend(request_timers::suspicions(recs, &request_named));
         load
     });
     let merged = merged::analyze(
@@ -176,6 +182,16 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         gpu: gpu::section(recs),
         merged,
     }
+}
+
+/// The command line of the first server process witness started (empty when it attached).
+fn server_command(recs: &[Record]) -> Vec<String> {
+    recs.iter()
+        .find_map(|r| match &r.event {
+            Event::Spawn { command, .. } => Some(command.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Why the run is partial, in the words every view uses, or None if it ended cleanly.

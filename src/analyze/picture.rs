@@ -941,6 +941,8 @@ mod tests {
                     concurrency: 1,
                     health: probe(200),
                     identity: Some(id(7)),
+                    stopped: None,
+                    not_sent: None,
                 },
             ),
             (
@@ -960,6 +962,8 @@ mod tests {
                     concurrency: 4,
                     health: probe(200),
                     identity: Some(id(9)),
+                    stopped: None,
+                    not_sent: None,
                 },
             ),
             (

@@ -146,10 +146,19 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
             Event::LevelEnd {
                 concurrency,
                 health,
+                stopped,
+                not_sent,
                 ..
             } => (
                 None,
-                format!("level {concurrency} ends; health after: {}", health.text()),
+                match stopped {
+                    Some(why) => format!(
+                        "level {concurrency} ends early: {why} ({} requests not sent); health after: {}",
+                        not_sent.unwrap_or(0),
+                        health.text()
+                    ),
+                    None => format!("level {concurrency} ends; health after: {}", health.text()),
+                },
                 if health.healthy() { "info" } else { "bad" },
             ),
             Event::End {

@@ -27,6 +27,10 @@ pub enum TimerSource {
     HarnessLimit,
     /// A round number nobody named.
     Round,
+    /// Named by the server's own command line (`--timeout 2`).
+    CommandLine(String),
+    /// Nobody named it: failed requests clustered at one value.
+    Cluster,
 }
 
 impl TimerSource {
@@ -37,6 +41,8 @@ impl TimerSource {
             TimerSource::LogLine(l) => format!("the {t} timer named in its log line '{l}'"),
             TimerSource::HarnessLimit => format!("witness's own {t} request limit"),
             TimerSource::Round => format!("the round-number {t} timer"),
+            TimerSource::CommandLine(a) => format!("the {t} timer in its command line '{a}'"),
+            TimerSource::Cluster => format!("a {t} timer nobody named"),
         }
     }
 }

@@ -12,18 +12,26 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::inflight::Happenings;
 use super::stats::{latency_of, Latency};
 use super::timers::{timer_at, TimerSource};
 use super::{ProcessLife, Suspicion};
 pub use crate::journal::group_of_level;
-use crate::journal::{secs, Event, Identity, Outcome, Probe, Record};
+use crate::journal::{secs, ErrorKind, Event, Identity, Outcome, Probe, Record};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Counts {
     pub ok: u64,
     pub timeout: u64,
+    /// The server's failures (not counting connects to a port nobody listened on).
     pub error: u64,
     pub rejected: u64,
+    /// Sent while nothing listened (connect refused): not the server's failures.
+    #[serde(default)]
+    pub no_listener: u64,
+    /// Meant to be sent and not sent: the level stopped when the server died.
+    #[serde(default)]
+    pub not_sent: u64,
 }
 
 /// One level of the ladder, as every view shows it.
@@ -51,6 +59,12 @@ pub struct LevelRow {
     pub end_t_s: Option<f64>,
     /// The first failed requests with what happened to the server meanwhile.
     pub failures: Vec<FailedRequest>,
+    /// Findings worth a line that are not alarms ("a fixed delay inside this endpoint").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Why the level stopped sending early, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -152,14 +166,20 @@ pub fn analyze_load(
                 start_t_s: r.t_s,
                 end_t_s: None,
                 failures: vec![],
+                notes: vec![],
+                stopped: None,
             }),
             Event::LevelEnd {
                 index,
                 health,
                 identity,
+                stopped,
+                not_sent,
                 ..
             } => {
                 if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
+                    l.stopped = stopped.clone();
+                    l.counts.not_sent = not_sent.unwrap_or(0);
                     l.health_after = Some(health.clone());
                     l.identity_after = identity.clone();
                     l.end_t_s = Some(r.t_s);
@@ -169,9 +189,12 @@ pub fn analyze_load(
         }
     }
 
+    let seen = Happenings::new(recs);
     // Requests per level, by group name.
     let mut ok_durations: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     let mut failed_durations: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    // The server's first refusal per level, in its own words (status and the start of the body).
+    let mut refusals: BTreeMap<u32, String> = BTreeMap::new();
     for r in recs {
         let Event::Request {
             id,
@@ -179,6 +202,7 @@ pub fn analyze_load(
             start_s,
             duration_s,
             outcome,
+            detail,
             ..
         } = &r.event
         else {
@@ -196,18 +220,42 @@ pub fn analyze_load(
                 l.counts.ok += 1;
                 ok_durations.entry(index).or_default().push(*duration_s);
             }
-            Outcome::Rejected { .. } => l.counts.rejected += 1,
+            Outcome::Rejected { reason, .. } => {
+                l.counts.rejected += 1;
+                refusals
+                    .entry(index)
+                    .or_insert_with(|| detail.clone().unwrap_or_else(|| reason.clone()));
+            }
             Outcome::Timeout { .. } | Outcome::Error { .. } => {
+                let refused = matches!(
+                    outcome,
+                    Outcome::Error {
+                        error: ErrorKind::ConnectRefused,
+                        ..
+                    }
+                );
                 if matches!(outcome, Outcome::Timeout { .. }) {
                     l.counts.timeout += 1;
+                } else if refused {
+                    // Nobody listened: nothing the server did, so not its failure.
+                    l.counts.no_listener += 1;
                 } else {
                     l.counts.error += 1;
                 }
                 *l.errors_by_kind.entry(outcome.describe()).or_default() += 1;
                 failed_durations.entry(index).or_default().push(*duration_s);
                 let end = r.t_s;
-                let (annotation, exit) = annotate(recs, lives, *start_s, end, outcome);
-                if l.failures.len() < FAILURES_KEPT {
+                let kept = l.failures.len() < FAILURES_KEPT;
+                let (annotation, exit) = annotate(
+                    recs,
+                    lives,
+                    kept.then_some(&seen),
+                    *start_s,
+                    end,
+                    outcome,
+                    detail.as_deref(),
+                );
+                if kept {
                     l.failures.push(FailedRequest {
                         id: *id,
                         start_s: *start_s,
@@ -233,6 +281,15 @@ pub fn analyze_load(
         }
     }
 
+    let mut health: Vec<f64> = recs
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Health { probe, .. } if probe.healthy() => Some(probe.duration_s),
+            _ => None,
+        })
+        .collect();
+    health.sort_by(|a, b| a.total_cmp(b));
+    let health_median = health.get(health.len() / 2).copied();
     for l in levels.iter_mut() {
         l.latency = ok_durations
             .get(&l.index)
@@ -252,8 +309,14 @@ pub fn analyze_load(
             });
             l.restarted = changed || lifecycle;
         }
-        if let Some(s) = cluster_suspicion(l, ok_durations.get(&l.index), named) {
-            suspicions.push(s);
+        let outside = Outside {
+            health_s: health_median,
+            floor_s: floor.as_ref().and_then(|f| f.median_ms).map(|m| m / 1000.0),
+        };
+        match cluster_suspicion(l, ok_durations.get(&l.index), named, outside) {
+            Some(Constant::Alarm(s)) => suspicions.push(s),
+            Some(Constant::Note(n)) => l.notes.push(n),
+            None => {}
         }
     }
 
@@ -274,8 +337,34 @@ pub fn analyze_load(
         if l.counts.error > 0 {
             reasons.push(plural(l.counts.error, "error"));
         }
-        if l.counts.ok + l.counts.timeout + l.counts.error + l.counts.rejected == 0 {
+        if l.counts.no_listener > 0 {
+            reasons.push(format!(
+                "{} sent while nothing listened (connect refused; not the server's failures)",
+                plural(l.counts.no_listener, "request")
+            ));
+        }
+        if let Some(why) = &l.stopped {
+            reasons.push(format!(
+                "{}: {} not sent",
+                why,
+                plural(l.counts.not_sent, "request")
+            ));
+        }
+        if l.counts.ok
+            + l.counts.timeout
+            + l.counts.error
+            + l.counts.rejected
+            + l.counts.no_listener
+            == 0
+        {
             reasons.push("no request completed".into());
+        } else if l.counts.ok == 0 && l.counts.rejected > 0 {
+            // Refusing work is correct under overload, but a level that served nothing measured
+            // nothing: it is not a pass.
+            let why = refusals.get(&l.index).cloned().unwrap_or_default();
+            reasons.push(format!(
+                "served nothing: the server refused every request ({why})"
+            ));
         }
         match &l.health_after {
             Some(h) if !h.healthy() => reasons.push(format!("health after: {}", h.text())),
@@ -374,14 +463,44 @@ fn plural(n: u64, what: &str) -> String {
 }
 
 /// What happened to the server while a failed request was in flight, in one sentence; and the
-/// process that exited, if one did.
+/// process that exited, if one did. `seen`: the run's worker deaths and log lines, asked only for the
+/// failures the report keeps. `detail`: what the request itself learnt (the start of an error body).
 pub fn annotate<'a>(
     recs: &[Record],
     lives: &'a [ProcessLife],
+    seen: Option<&Happenings>,
+    start: f64,
+    end: f64,
+    outcome: &Outcome,
+    detail: Option<&str>,
+) -> (String, Option<&'a ProcessLife>) {
+    let (text, exit) = what_happened(recs, lives, seen, start, end, outcome);
+    // The server's own words come first: what it answered, then what it did meanwhile.
+    let text = match (outcome, detail) {
+        (
+            Outcome::Error {
+                status: Some(_), ..
+            },
+            Some(d),
+        ) if !d.is_empty() => {
+            format!("answered {d}; {text}")
+        }
+        _ => text,
+    };
+    (text, exit)
+}
+
+fn what_happened<'a>(
+    recs: &[Record],
+    lives: &'a [ProcessLife],
+    seen: Option<&Happenings>,
     start: f64,
     end: f64,
     outcome: &Outcome,
 ) -> (String, Option<&'a ProcessLife>) {
+    let during = |told: &[&str]| -> Vec<String> {
+        seen.map(|h| h.during(start, end, told)).unwrap_or_default()
+    };
     // An exit while it was in flight, or just after it failed (the exit is noticed a moment later).
     let exit = lives
         .iter()
@@ -398,12 +517,13 @@ pub fn annotate<'a>(
     if let Some(l) = exit {
         let x = l.exit_t_s.unwrap_or(end);
         let how = exit_words(l);
-        let line = l
+        let last = l
             .log_lines
             .iter()
             .rev()
             // A dying process's last words are read a moment after its exit is noticed.
-            .find(|g| g.t_s <= x + 0.5)
+            .find(|g| g.t_s <= x + 0.5);
+        let line = last
             .map(|g| format!(" (after log line '{}')", g.line))
             .unwrap_or_default();
         let when = if x <= end {
@@ -411,7 +531,17 @@ pub fn annotate<'a>(
         } else {
             format!("{:.2} s after this request failed", x - end)
         };
-        return (format!("server pid {} {how}{line} {when}", l.pid), Some(l));
+        let told: Vec<&str> = last.map(|g| g.line.as_str()).into_iter().collect();
+        let also = during(&told);
+        let also = if also.is_empty() {
+            String::new()
+        } else {
+            format!("; also {}", also.join("; "))
+        };
+        return (
+            format!("server pid {} {how}{line} {when}{also}", l.pid),
+            Some(l),
+        );
     }
     // Sent while the server was down: the last exit before it, with no spawn in between.
     let down = lives
@@ -437,7 +567,7 @@ pub fn annotate<'a>(
             );
         }
     }
-    let faults: Vec<String> = recs
+    let mut seen_now: Vec<String> = recs
         .iter()
         .filter(|r| r.t_s >= start && r.t_s <= end)
         .filter_map(|r| match &r.event {
@@ -445,15 +575,19 @@ pub fn annotate<'a>(
             _ => None,
         })
         .collect();
-    if !faults.is_empty() {
-        return (faults.join("; "), None);
-    }
-    let text = match outcome {
-        Outcome::Timeout { phase, limit_s } => format!(
+    seen_now.extend(during(&[]));
+    let text = match (outcome, seen_now.is_empty()) {
+        (Outcome::Timeout { phase, limit_s }, true) => format!(
             "hit witness's own {} {phase} limit; the server did not exit while it was in flight",
             secs(*limit_s)
         ),
-        _ => "the server did not exit or restart while it was in flight".into(),
+        (Outcome::Timeout { phase, limit_s }, false) => format!(
+            "hit witness's own {} {phase} limit; while it was in flight: {}",
+            secs(*limit_s),
+            seen_now.join("; ")
+        ),
+        (_, true) => "the server did not exit or restart while it was in flight".into(),
+        (_, false) => format!("while it was in flight: {}", seen_now.join("; ")),
     };
     (text, None)
 }
@@ -465,12 +599,29 @@ fn exit_words(l: &ProcessLife) -> String {
     }
 }
 
-/// Durations with no tail sitting at a timer: a constant cost, never queueing.
+/// What witness's own probes saw outside the endpoint: the health probes' and the connect floor's
+/// typical durations.
+#[derive(Clone, Copy, Debug, Default)]
+struct Outside {
+    health_s: Option<f64>,
+    floor_s: Option<f64>,
+}
+
+enum Constant {
+    /// The probes show the same constant: the client or the network.
+    Alarm(Suspicion),
+    /// The probes are fast: the endpoint itself waits a fixed time. Worth a note, not an alarm.
+    Note(String),
+}
+
+/// Durations with no tail sitting at a timer: a constant cost, never queueing. Blamed on the client
+/// or the network only when witness's own probes (health, connect floor) carry the same constant.
 fn cluster_suspicion(
     l: &LevelRow,
     ok: Option<&Vec<f64>>,
     named: &[(f64, TimerSource)],
-) -> Option<Suspicion> {
+    outside: Outside,
+) -> Option<Constant> {
     let d = ok?;
     let lat = l.latency.as_ref()?;
     if d.len() < 3 || lat.p50 < 0.5 {
@@ -481,7 +632,24 @@ fn cluster_suspicion(
         return None;
     }
     let (t, src) = timer_at(lat.p50, named)?;
-    Some(Suspicion {
+    // "The same constant": at least half of it shows outside the endpoint too.
+    let carries = |x: Option<f64>| x.is_some_and(|x| x >= lat.p50 * 0.5);
+    if !carries(outside.health_s) && !carries(outside.floor_s) {
+        let fmt = |x: Option<f64>| {
+            x.map(|x| format!("{:.1} ms", x * 1000.0))
+                .unwrap_or_else(|| "unmeasured".into())
+        };
+        return Some(Constant::Note(format!(
+            "level {}: {} ok requests all took {:.3}–{:.3} s, no tail, while health probes answered in {} and connects in {}: a fixed delay inside this endpoint",
+            l.concurrency,
+            d.len(),
+            lat.min,
+            lat.max,
+            fmt(outside.health_s),
+            fmt(outside.floor_s),
+        )));
+    }
+    Some(Constant::Alarm(Suspicion {
         kind: "round_timer".into(),
         subject: "request".into(),
         seconds: lat.p50,
@@ -489,7 +657,7 @@ fn cluster_suspicion(
         t_s: l.end_t_s.unwrap_or(l.start_t_s),
         pid: None,
         detail: format!(
-            "level {}: {} ok requests all took {:.3}–{:.3} s, no tail, at {}: a constant with no tail is never queueing — a timeout in the client or network (an IPv6 connect falling back?)",
+            "level {}: {} ok requests all took {:.3}–{:.3} s, no tail, at {}, and witness's own probes carry the same constant: a timeout in the client or network (an IPv6 connect falling back?)",
             l.concurrency,
             d.len(),
             lat.min,
@@ -497,7 +665,7 @@ fn cluster_suspicion(
             src.describe(t)
         ),
         timer_source: src,
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -556,6 +724,8 @@ mod tests {
                 concurrency: n,
                 health: probe(200),
                 identity: id(pid),
+                stopped: None,
+                not_sent: None,
             },
         )
     }
@@ -680,5 +850,199 @@ mod tests {
         let l = analyze(&loaded(ev)).load.unwrap();
         assert_eq!(l.levels[0].verdict, "skipped");
         assert_eq!(l.verdict, "fail");
+    }
+
+    fn req_detail(id: u64, start: f64, dur: f64, outcome: Outcome, detail: &str) -> (f64, Event) {
+        let (t, mut e) = req(id, 0, start, dur, outcome);
+        if let Event::Request { detail: d, .. } = &mut e {
+            *d = Some(detail.into());
+        }
+        (t, e)
+    }
+
+    #[test]
+    fn a_failure_names_the_worker_that_died_and_the_log_line_and_the_body() {
+        let e500 = Outcome::Error {
+            error: ErrorKind::Http5xx,
+            status: Some(500),
+        };
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 1, 0.1, 7),
+            (
+                2.60,
+                Event::Log {
+                    pid: Some(7),
+                    stream: crate::journal::Stream::Stderr,
+                    line: "[7] [CRITICAL] WORKER TIMEOUT (pid:9)".into(),
+                    label: "timeout".into(),
+                    truncated: false,
+                    timer_s: None,
+                },
+            ),
+            (
+                2.61,
+                Event::WorkerExit {
+                    pid: 9,
+                    ppid: 7,
+                    command: vec!["gunicorn: worker".into()],
+                    age_s: 2.5,
+                    how: "killed by SIGABRT".into(),
+                    source: "wait".into(),
+                    code: None,
+                    signal: Some("SIGABRT".into()),
+                },
+            ),
+            req_detail(
+                0,
+                0.2,
+                2.41,
+                e500.clone(),
+                "HTTP 500 'Internal Server Error'",
+            ),
+            req_detail(1, 3.0, 0.01, e500, "HTTP 500 'boom'"),
+            level_end(0, 1, 3.5, 7),
+            (3.6, end()),
+        ];
+        let l = &analyze(&loaded(ev)).load.unwrap().levels[0];
+        let f = &l.failures[0].annotation;
+        assert!(
+            f.starts_with("answered HTTP 500 'Internal Server Error'; while it was in flight: "),
+            "{f}"
+        );
+        assert!(
+            f.contains("log line '[7] [CRITICAL] WORKER TIMEOUT (pid:9)' naming pid 9"),
+            "{f}"
+        );
+        assert!(
+            f.contains("worker pid 9 (gunicorn: worker) died: killed by SIGABRT (source: wait)"),
+            "{f}"
+        );
+        assert!(!f.contains("did not exit"), "{f}");
+        // Nothing was seen during the second: only then the plain words.
+        let g = &l.failures[1].annotation;
+        assert_eq!(
+            g,
+            "answered HTTP 500 'boom'; the server did not exit or restart while it was in flight"
+        );
+        assert!(!l.restarted, "a worker's death is not the server's restart");
+    }
+
+    #[test]
+    fn a_level_that_served_nothing_is_not_a_pass_and_says_the_server_s_reason() {
+        let no = Outcome::Rejected {
+            status: Some(503),
+            reason: "HTTP 503".into(),
+        };
+        let ev = vec![
+            (0.0, settings()),
+            level(0, 2, 0.1, 7),
+            req_detail(0, 0.1, 0.001, no.clone(), "HTTP 503 'maintenance'"),
+            req_detail(1, 0.1, 0.001, no, "HTTP 503 'maintenance'"),
+            level_end(0, 2, 0.5, 7),
+            (0.6, end()),
+        ];
+        let a = analyze(&loaded(ev)).load.unwrap();
+        assert_eq!(a.levels[0].verdict, "fail");
+        assert_eq!(
+            a.levels[0].reasons,
+            vec!["served nothing: the server refused every request (HTTP 503 'maintenance')"]
+        );
+        assert_eq!(a.verdict, "fail");
+    }
+
+    #[test]
+    fn a_constant_delay_is_the_network_only_when_the_probes_carry_it_too() {
+        let build = |health_s: f64| {
+            let mut ev = vec![(0.0, settings())];
+            ev.push((
+                0.05,
+                Event::Health {
+                    url: "http://127.0.0.1:1/health".into(),
+                    purpose: "before".into(),
+                    probe: Probe {
+                        status: Some(200),
+                        error: None,
+                        duration_s: health_s,
+                    },
+                },
+            ));
+            ev.push(level(0, 1, 0.1, 7));
+            for i in 0..4 {
+                ev.push(req(
+                    i,
+                    0,
+                    0.1 + 2.0 * i as f64,
+                    2.0 + 0.001 * i as f64,
+                    Outcome::Ok,
+                ));
+            }
+            ev.push(level_end(0, 1, 9.0, 7));
+            ev.push((9.1, end()));
+            analyze(&loaded(ev))
+        };
+        let fast = build(0.002);
+        assert!(fast.suspicions.is_empty(), "{:?}", fast.suspicions);
+        let n = &fast.load.unwrap().levels[0].notes;
+        assert!(n[0].contains("a fixed delay inside this endpoint"), "{n:?}");
+        let slow = build(2.0);
+        assert!(slow.suspicions[0].detail.contains("client or network"));
+        assert!(slow.load.unwrap().levels[0].notes.is_empty());
+    }
+
+    #[test]
+    fn a_level_cut_short_by_a_death_counts_what_it_did_not_send_and_no_listener_apart() {
+        let refused = Outcome::Error {
+            error: ErrorKind::ConnectRefused,
+            status: None,
+        };
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 2, 0.1, 7),
+            req(0, 0, 0.1, 0.1, Outcome::Ok),
+            (1.0, exit(7, 1, 1.0, false)),
+            req(1, 0, 1.01, 0.001, refused),
+            (
+                1.5,
+                Event::LevelEnd {
+                    index: 0,
+                    concurrency: 2,
+                    health: Probe {
+                        status: None,
+                        error: Some("ConnectionRefused".into()),
+                        duration_s: 0.001,
+                    },
+                    identity: None,
+                    stopped: Some("the server died (exit status 1) and nothing restarts it: the level stopped sending".into()),
+                    not_sent: Some(17),
+                },
+            ),
+            (1.6, end()),
+        ];
+        let l = &analyze(&loaded(ev)).load.unwrap().levels[0];
+        assert_eq!(
+            l.counts.error, 0,
+            "connect refused is not the server's failure"
+        );
+        assert_eq!(l.counts.no_listener, 1);
+        assert_eq!(l.counts.not_sent, 17);
+        assert_eq!(l.verdict, "fail");
+        assert!(l.reasons.iter().any(|r| r == "1 request sent while nothing listened (connect refused; not the server's failures)"), "{:?}", l.reasons);
+        assert!(
+            l.reasons
+                .iter()
+                .any(|r| r.ends_with("the level stopped sending: 17 requests not sent")),
+            "{:?}",
+            l.reasons
+        );
+        assert!(
+            l.failures[0]
+                .annotation
+                .starts_with("sent while the server was down: pid 7 exited with 1"),
+            "{}",
+            l.failures[0].annotation
+        );
     }
 }

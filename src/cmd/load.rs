@@ -18,7 +18,7 @@ use crate::journal::{Event, Journal, LoadSettings, Settings};
 use crate::load::client::{Limits, RequestSpec};
 use crate::load::floor;
 use crate::load::health::Prober;
-use crate::load::ladder::{run_level, LadderConfig};
+use crate::load::ladder::{run_level, LadderConfig, LevelRun};
 use crate::load::outcome::Rejection;
 use crate::report;
 use crate::server::process::State;
@@ -80,8 +80,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     sampling.stop().await;
     target.stop("the load run is over").await?;
     match result {
-        Ok(()) => {
-            let a = finish(&journal, &args, "every level ran", false)?;
+        Ok(end) => {
+            let a = finish(&journal, &args, &end, false)?;
             Ok(match a.load.as_ref().map(|l| l.verdict.as_str()) {
                 Some("pass") => 0,
                 _ => 1,
@@ -110,7 +110,7 @@ async fn measure(
     target: &Target,
     prober: &Prober,
     journal: &Journal,
-) -> Result<(), Stop> {
+) -> Result<String, Stop> {
     if let (true, Some(state)) = (target.owned(), target.state()) {
         wait_ready(state, prober, journal, args.ready_timeout).await?;
     }
@@ -130,13 +130,57 @@ async fn measure(
         ));
     }
     let ids = Arc::new(AtomicU64::new(0));
+    let mut previous = target.identity();
+    let mut not_run = Vec::new();
     for (index, &n) in cfg.levels.iter().enumerate() {
-        run_level(cfg, index as u32, n, target, prober, journal, &ids).await;
+        let run = run_level(
+            cfg,
+            index as u32,
+            n,
+            target,
+            prober,
+            journal,
+            &ids,
+            previous.as_ref(),
+        )
+        .await;
+        match run {
+            LevelRun::Ran => {}
+            LevelRun::Skipped(why) => not_run.push(format!("level {n} skipped: {why}")),
+            LevelRun::Stopped(why) => not_run.push(format!("level {n}: {why}")),
+        }
+        previous = target.identity().or(previous);
         if let Some(line) = after_level(journal, args, index as u32) {
-            println!("{line}");
+            print_line(&line);
         }
     }
-    Ok(())
+    // "every level ran" only when it is true.
+    Ok(match not_run.len() {
+        0 => "every level ran".into(),
+        k => format!(
+            "{} of {} levels ran; {}",
+            cfg.levels.len() - k,
+            cfg.levels.len(),
+            not_run.join("; ")
+        ),
+    })
+}
+
+/// Set once stdout is closed (`witness load … | head -1`): printing stops, the run goes on.
+static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One line to stdout, never a panic: a closed reader ends the printing, not the run (the journal
+/// and the report are written all the same).
+pub(crate) fn print_line(line: &str) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+        STDOUT_GONE.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The connect floor, journalled; a floor over the limit (or no connect at all) is a refusal, with
@@ -211,7 +255,10 @@ pub(crate) async fn wait_ready(
         let gone = matches!(&*state.borrow_and_update(), State::Finished { .. });
         if gone || start.elapsed() >= limit {
             let detail = if gone {
-                "the server exited before it was ready".to_string()
+                format!(
+                    "the server exited before it was ready{}",
+                    last_output(journal).await
+                )
             } else {
                 format!(
                     "health was {} after --ready-timeout {}",
@@ -235,6 +282,31 @@ pub(crate) async fn wait_ready(
             )));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// "; its last output: stderr 'a' | 'b'": the server's own last words, matched or not, so a
+/// start-up failure shows its reason. The output pipes are read by other threads: give them a moment
+/// (bounded) to reach the lines written just before the exit.
+async fn last_output(journal: &Journal) -> String {
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let mut tail = journal.tail();
+    while tail.iter().all(|(_, l)| l.is_empty()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tail = journal.tail();
+    }
+    let parts: Vec<String> = tail
+        .into_iter()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(s, l)| {
+            let keep = &l[l.len().saturating_sub(5)..];
+            format!("{} '{}'", s, keep.join("' | '"))
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; its last output: {}", parts.join("; "))
     }
 }
 

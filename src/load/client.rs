@@ -108,7 +108,11 @@ pub async fn send(
             None,
             None,
         ),
-        Ok(Ok((status, body))) => (classify_response(status, &body, rej), Some(status), None),
+        Ok(Ok((status, body))) => {
+            // The server's reason, for the annotations: the start of an error answer's body.
+            let detail = (status >= 400).then(|| super::outcome::body_start(status, &body));
+            (classify_response(status, &body, rej), Some(status), detail)
+        }
         Ok(Err(f)) => {
             let (o, status, d) = f.classify(limits);
             (o, status, Some(d))

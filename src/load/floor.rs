@@ -47,12 +47,16 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
         .unwrap_or_else(|_| uri.clone());
     let mut times = Vec::new();
     let mut failed = 0u32;
+    let mut closer = Closer::default();
     for _ in 0..ATTEMPTS {
         let t = Instant::now();
         let res = tokio::time::timeout(limit, conn.call(origin.clone())).await;
         let ms = t.elapsed().as_secs_f64() * 1000.0;
         match res {
-            Ok(Ok(_)) => times.push(ms),
+            Ok(Ok(io)) => {
+                times.push(ms);
+                closer.close(io.into_inner()).await;
+            }
             Ok(Err(_)) if ms < limit.as_secs_f64() * 1000.0 * 0.9 => {
                 // Refused at once: measures nothing about the floor.
                 failed += 1;
@@ -76,7 +80,7 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
         .unwrap_or_default();
     let mut addrs = Vec::new();
     for a in &resolved {
-        addrs.push(time_addr(*a, limit).await);
+        addrs.push(time_addr(*a, limit, &mut closer).await);
     }
     let advice = advise(&host, port, &addrs, max_floor);
     Floor {
@@ -88,14 +92,17 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
     }
 }
 
-async fn time_addr(addr: SocketAddr, limit: Duration) -> AddrFloor {
+async fn time_addr(addr: SocketAddr, limit: Duration, closer: &mut Closer) -> AddrFloor {
     let mut times = Vec::new();
     let mut failures = 0;
     let mut error = None;
     for _ in 0..PER_ADDR_ATTEMPTS {
         let t = Instant::now();
         match tokio::time::timeout(limit, tokio::net::TcpStream::connect(addr)).await {
-            Ok(Ok(_)) => times.push(t.elapsed().as_secs_f64() * 1000.0),
+            Ok(Ok(s)) => {
+                times.push(t.elapsed().as_secs_f64() * 1000.0);
+                closer.close(s).await;
+            }
             Ok(Err(e)) => {
                 failures += 1;
                 error = Some(match e.kind() {
@@ -116,6 +123,38 @@ async fn time_addr(addr: SocketAddr, limit: Duration) -> AddrFloor {
         attempts: times.len() as u32 + failures,
         failures,
         error,
+    }
+}
+
+/// How long witness waits for the server to close a probe connection after witness closed its side.
+const CLOSE_SEEN: Duration = Duration::from_millis(200);
+
+/// Closes probe connections so the server sees them closed before the next probe: a server limited
+/// to a few connections must not count witness's floor probes against its limit. Half-close, then
+/// wait (bounded) for the server's own close; a server that keeps idle connections open after the
+/// client's FIN is not waited for again.
+#[derive(Default)]
+struct Closer {
+    gives_no_close: bool,
+}
+
+impl Closer {
+    async fn close(&mut self, mut s: tokio::net::TcpStream) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        if s.shutdown().await.is_err() || self.gives_no_close {
+            return;
+        }
+        let mut buf = [0u8; 512];
+        let seen = tokio::time::timeout(CLOSE_SEEN, async {
+            loop {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        self.gives_no_close = seen.is_err();
     }
 }
 

@@ -1,5 +1,8 @@
-//! Health probes: a plain GET with its own short limit, on a fresh connection (never the load's pool,
-//! so a wedged pooled connection cannot make a healthy server look dead, or the reverse).
+//! Health probes: a plain GET with its own short limit, on witness's own connection (never the load's
+//! pool, so a wedged pooled connection cannot make a healthy server look dead, or the reverse). The
+//! probes share one kept-alive connection, so a server limited to a few connections spends one on
+//! witness, not one per probe; a probe that fails on that connection (the server closed it, or
+//! restarted) is tried once more on a fresh one.
 
 use std::time::{Duration, Instant};
 
@@ -20,12 +23,21 @@ pub struct Prober {
 impl Prober {
     pub fn new(url: Uri, limit: Duration) -> Self {
         let client = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(0)
+            .pool_max_idle_per_host(1)
             .build(super::client::connector(limit));
         Self { client, url, limit }
     }
 
     pub async fn probe(&self) -> Probe {
+        let p = self.probe_once().await;
+        if p.status.is_none() && p.error.as_deref() != Some("TimeoutError") {
+            // The kept-alive connection may have died with a server that restarted: one fresh try.
+            return self.probe_once().await;
+        }
+        p
+    }
+
+    async fn probe_once(&self) -> Probe {
         let start = Instant::now();
         let work = async {
             let resp = self.client.get(self.url.clone()).await?;

@@ -11,7 +11,8 @@ use hyper::Uri;
 use super::client::{self, Limits, RequestSpec};
 use super::health::Prober;
 use super::outcome::Rejection;
-use crate::journal::{group_of_level, Event, Journal};
+use crate::journal::{group_of_level, Event, Identity, Journal};
+use crate::server::process::State;
 use crate::server::Target;
 
 /// The ladder's settings, validated.
@@ -34,7 +35,120 @@ enum Budget {
     Until(Instant),
 }
 
-/// Runs one level; returns when its LevelEnd is journalled. `on_level_end` lets the caller print.
+/// How a level went, for the run's end line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LevelRun {
+    Ran,
+    /// Not measured; why, in the words of what happened to the server.
+    Skipped(String),
+    /// Stopped sending part-way: the server died and nothing restarts it.
+    Stopped(String),
+}
+
+/// The server is gone for good (it exited and no restart policy brings it back): the exit status.
+fn gone_for_good(target: &Target) -> Option<i32> {
+    match &*target.state()?.borrow() {
+        State::Finished { status } => Some(*status),
+        _ => None,
+    }
+}
+
+/// The kernel's state letter of a process ("T" stopped, "R", "S", …).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// What witness knows about the server when health before a level failed.
+#[derive(Clone, Debug, Default)]
+pub struct Seen<'a> {
+    pub health: String,
+    /// Exited and no restart policy brings it back: its status.
+    pub gone_for_good: Option<i32>,
+    /// Exited, a restart is on its way: its status.
+    pub down: Option<i32>,
+    pub owned: bool,
+    pub before: Option<&'a Identity>,
+    pub now: Option<&'a Identity>,
+    /// The kernel's state letter of the process now ("T": stopped).
+    pub state: Option<char>,
+}
+
+/// Why the server did not answer health before a level, gathered from the target.
+pub fn why_unhealthy(
+    target: &Target,
+    health: &str,
+    before: Option<&Identity>,
+    now: Option<&Identity>,
+) -> String {
+    why_unhealthy_words(&Seen {
+        health: health.to_string(),
+        gone_for_good: gone_for_good(target),
+        down: match target.state().map(|s| s.borrow().clone()) {
+            Some(State::Down { status }) => Some(status),
+            _ => None,
+        },
+        owned: target.owned(),
+        before,
+        now,
+        state: now.and_then(|id| process_state(id.pid)),
+    })
+}
+
+/// In words that match what happened: died (gone, nothing restarts it), restarting (down, a restart
+/// is on its way), restarted (witness's own child, a new pid) or replaced (another process listens),
+/// stopped (SIGSTOP: state T), or wedged (alive, not answering).
+pub fn why_unhealthy_words(s: &Seen) -> String {
+    let health = &s.health;
+    if let Some(status) = s.gone_for_good {
+        return format!(
+            "the server died (exit status {status}) and nothing restarts it (health before: {health}): not measured"
+        );
+    }
+    if let Some(status) = s.down {
+        return format!(
+            "the server is down (exit status {status}), a restart is on its way (health before: {health}): not measured"
+        );
+    }
+    match (s.before, s.now) {
+        (Some(_), None) => {
+            return format!(
+                "the server died: nothing listens any more (health before: {health}): not measured"
+            )
+        }
+        (Some(a), Some(b)) if a != b && s.owned => {
+            return format!(
+                "the server restarted (pid {} → {}) and is not answering yet (health before: {health}): not measured",
+                a.pid, b.pid
+            )
+        }
+        (Some(a), Some(b)) if a != b => {
+            return format!(
+                "the server was replaced: pid {} now listens where pid {} did (health before: {health}): not measured",
+                b.pid, a.pid
+            )
+        }
+        _ => {}
+    }
+    if let (Some(id), Some('T')) = (s.now, s.state) {
+        return format!(
+            "the server is stopped (pid {} in process state T, SIGSTOP) (health before: {health}): not measured",
+            id.pid
+        );
+    }
+    format!(
+        "health before was {health} (not 200): the server is wedged (alive, not answering): not measured against a wedged server"
+    )
+}
+
+/// Runs one level; returns when its LevelEnd is journalled. `previous`: who the server was when
+/// the last level (or the ladder) began, to tell a restart or a replacement from a wedge.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_level(
     cfg: &LadderConfig,
     index: u32,
@@ -43,23 +157,22 @@ pub async fn run_level(
     prober: &Prober,
     journal: &Journal,
     ids: &Arc<AtomicU64>,
-) {
+    previous: Option<&Identity>,
+) -> LevelRun {
     let before = prober.probe_journalled(journal, "before").await;
     let identity = target.identity();
     if !before.healthy() {
+        let why = why_unhealthy(target, &before.text(), previous, identity.as_ref());
         journal.emit(Event::LevelStart {
             index,
             concurrency,
             health: before.clone(),
             identity,
-            skipped: Some(format!(
-                "health before was {} (not 200): not measured against a wedged server",
-                before.text()
-            )),
+            skipped: Some(why.clone()),
         });
         // A server coming back from a restart gets the settle time before the next level's probe.
         tokio::time::sleep(cfg.settle).await;
-        return;
+        return LevelRun::Skipped(why);
     }
     journal.emit(Event::LevelStart {
         index,
@@ -75,7 +188,11 @@ pub async fn run_level(
     let http = client::client(cfg.limits, concurrency as usize);
     let group: Arc<str> = group_of_level(index).into();
     let mut workers = tokio::task::JoinSet::new();
+    // Set when the server died and nothing restarts it: the level stops sending (a request to a port
+    // nobody listens on measures nothing) and counts what it did not send.
+    let dead = target.state();
     for w in 0..concurrency {
+        let dead = dead.clone();
         let http = http.clone();
         let spec = cfg.spec.clone();
         let rej = cfg.rejection.clone();
@@ -91,6 +208,15 @@ pub async fn run_level(
                     Budget::Rounds(r) if sent >= r => break,
                     Budget::Until(t) if Instant::now() >= t => break,
                     _ => {}
+                }
+                if dead
+                    .as_ref()
+                    .is_some_and(|s| matches!(&*s.borrow(), State::Finished { .. }))
+                {
+                    return match budget {
+                        Budget::Rounds(r) => (r - sent) as u64,
+                        Budget::Until(_) => 0,
+                    };
                 }
                 let s = client::send(&http, &spec, limits, &rej).await;
                 sent += 1;
@@ -109,9 +235,16 @@ pub async fn run_level(
                     },
                 );
             }
+            0u64
         });
     }
-    while workers.join_next().await.is_some() {}
+    let mut not_sent = 0u64;
+    while let Some(n) = workers.join_next().await {
+        not_sent += n.unwrap_or(0);
+    }
+    let stopped = gone_for_good(target).map(|status| {
+        format!("the server died (exit status {status}) and nothing restarts it: the level stopped sending")
+    });
     tokio::time::sleep(cfg.settle).await;
     let after = prober.probe_journalled(journal, "after").await;
     journal.emit(Event::LevelEnd {
@@ -119,5 +252,78 @@ pub async fn run_level(
         concurrency,
         health: after,
         identity: target.identity(),
+        stopped: stopped.clone(),
+        not_sent: stopped.as_ref().map(|_| not_sent),
     });
+    match stopped {
+        Some(why) => LevelRun::Stopped(why),
+        None => LevelRun::Ran,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(pid: u32) -> Identity {
+        Identity {
+            pid,
+            start_time: 1000 + pid as u64,
+            container_id: None,
+            container_started_at: None,
+        }
+    }
+
+    #[test]
+    fn a_skipped_level_says_which_of_died_restarted_replaced_stopped_wedged() {
+        let (a, b) = (id(7), id(8));
+        let base = Seen {
+            health: "ConnectionRefused".into(),
+            owned: true,
+            before: Some(&a),
+            now: Some(&a),
+            ..Default::default()
+        };
+        let w = |s: Seen| why_unhealthy_words(&s);
+        assert!(w(Seen {
+            gone_for_good: Some(1),
+            now: None,
+            ..base.clone()
+        })
+        .starts_with("the server died (exit status 1) and nothing restarts it"));
+        assert!(w(Seen {
+            down: Some(124),
+            now: None,
+            ..base.clone()
+        })
+        .starts_with("the server is down (exit status 124), a restart is on its way"));
+        assert!(w(Seen {
+            now: Some(&b),
+            ..base.clone()
+        })
+        .starts_with("the server restarted (pid 7 → 8)"));
+        assert!(w(Seen {
+            now: Some(&b),
+            owned: false,
+            ..base.clone()
+        })
+        .starts_with("the server was replaced: pid 8 now listens where pid 7 did"));
+        assert!(w(Seen {
+            now: None,
+            owned: false,
+            ..base.clone()
+        })
+        .starts_with("the server died: nothing listens any more"));
+        assert!(w(Seen {
+            state: Some('T'),
+            ..base.clone()
+        })
+        .starts_with("the server is stopped (pid 7 in process state T, SIGSTOP)"));
+        assert!(w(Seen {
+            state: Some('S'),
+            health: "TimeoutError".into(),
+            ..base
+        })
+        .contains("the server is wedged (alive, not answering)"));
+    }
 }

@@ -53,9 +53,63 @@ pub fn classify_response(status: u16, body: &[u8], rej: &Rejection) -> Outcome {
     }
 }
 
+/// The most of an error body kept in the journal and shown in annotations.
+pub const BODY_START: usize = 120;
+
+/// "HTTP 503 'too many connections'": the status and the start of an error answer's body, bounded,
+/// on one line, with anything that looks like a credential (`Bearer …`, `token=…`) masked.
+pub fn body_start(status: u16, body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(BODY_START * 4)]);
+    let flat: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let masked = mask_credentials(&flat);
+    if masked.is_empty() {
+        return format!("HTTP {status} (empty body)");
+    }
+    let mut start: String = masked.chars().take(BODY_START).collect();
+    if masked.chars().count() > BODY_START {
+        start.push('…');
+    }
+    format!("HTTP {status} '{start}'")
+}
+
+/// Masks the value after `bearer`, `token`, `secret`, `password`, `api_key` (case-insensitive).
+fn mask_credentials(s: &str) -> String {
+    static CRED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?i)(bearer\s+|basic\s+|(?:token|secret|password|passwd|api[_-]?key|authorization)"?\s*[:=]\s*"?)[^\s",;}]+"#,
+        )
+        .expect("a valid pattern")
+    });
+    CRED.replace_all(s, "${1}***").into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_body_is_bounded_on_one_line_and_masks_credentials() {
+        assert_eq!(
+            body_start(503, b"too many\nconnections\r\n"),
+            "HTTP 503 'too many connections'"
+        );
+        assert_eq!(body_start(500, b""), "HTTP 500 (empty body)");
+        let long = "x".repeat(1000);
+        let s = body_start(500, long.as_bytes());
+        assert!(s.ends_with("…'") && s.len() < 140, "{s}");
+        let s = body_start(
+            401,
+            br#"{"error":"bad token","token":"abcd1234","auth":"Bearer sk-999"}"#,
+        );
+        assert!(!s.contains("abcd1234") && !s.contains("sk-999"), "{s}");
+        assert!(s.contains("bad token"), "{s}");
+    }
 
     #[test]
     fn capacity_refusals_are_rejected_not_errors() {

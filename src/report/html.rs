@@ -184,7 +184,7 @@ fn soak_summary(o: &mut String, a: &Analysis) {
 fn suspicions(o: &mut String, a: &Analysis) {
     o.push_str("<h2>Suspicions</h2>\n");
     if a.suspicions.is_empty() {
-        o.push_str("<p class=\"none\">none: no exit or duration sits at a known or round-number timer</p>\n");
+        o.push_str("<p class=\"none\">none: no exit or failed requests' duration sits at a known, round-number or clustered timer</p>\n");
     }
     for s in &a.suspicions {
         let _ = writeln!(o, "<p class=\"sus\">! {}</p>", esc(&s.detail));
@@ -287,7 +287,27 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
         );
     }
     o.push_str("</table>\n<p class=\"meta\">Latency is over ok requests only; a failed request's duration is how long something took to give up.</p>\n");
+    // The same words as the terminal and the JSON report: what happened while each failed.
+    for r in &l.levels {
+        for n in &r.notes {
+            let _ = writeln!(o, "<p class=\"meta\">note: {}</p>", esc(n));
+        }
+        for f in r.failures.iter().take(FAILURES_SHOWN) {
+            let _ = writeln!(
+                o,
+                "<p class=\"fail\">level {}: request {} {} after {:.2}s: {}</p>",
+                r.concurrency,
+                f.id,
+                esc(&f.outcome),
+                f.duration_s,
+                esc(&f.annotation)
+            );
+        }
+    }
 }
+
+/// Failed requests the page lists per level (the JSON report keeps more).
+const FAILURES_SHOWN: usize = 5;
 
 fn groups_table(o: &mut String, p: &Picture) {
     if p.groups.is_empty() {

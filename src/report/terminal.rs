@@ -83,8 +83,15 @@ pub fn level_line(r: &LevelRow) -> String {
             r.reasons.join("; ")
         );
     }
+    let mut apart = String::new();
+    if c.no_listener > 0 {
+        apart.push_str(&format!(" no_listener={}", c.no_listener));
+    }
+    if c.not_sent > 0 {
+        apart.push_str(&format!(" not_sent={}", c.not_sent));
+    }
     format!(
-        "{:<3} ok={} timeout={} error={} rejected={}  max={max}{lat}  health_after={after}  restarted={}  {verdict}",
+        "{:<3} ok={} timeout={} error={} rejected={}{apart}  max={max}{lat}  health_after={after}  restarted={}  {verdict}",
         r.concurrency,
         c.ok,
         c.timeout,
@@ -124,6 +131,9 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
                 "      failed requests gave up after {:.2}–{:.2}s (time to give up, not latency)\n",
                 g.min, g.max
             ));
+        }
+        for n in &r.notes {
+            o.push_str(&format!("      note: {n}\n"));
         }
         for f in r.failures.iter().take(3) {
             o.push_str(&format!(

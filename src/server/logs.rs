@@ -26,9 +26,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "timeout",
         r"timed out|deadline exceeded|worker timeout|\btimeouts?\b",
     ),
+    // A Python traceback is not a crash of the process: often a request's error, logged and served.
+    ("traceback", r"traceback \(most recent call last\)"),
     (
         "panic",
-        r"panicked at|\bpanic:|traceback \(most recent call last\)|fatal error|segmentation fault|\bsigsegv\b|uncaught exception",
+        r"panicked at|\bpanic:|fatal error|segmentation fault|\bsigsegv\b|uncaught exception",
     ),
     (
         "oom",
@@ -170,8 +172,9 @@ impl Patterns {
         self.set
             .matches(line)
             .iter()
-            .next()
             .map(|i| self.labels[i].as_str())
+            // "Perhaps out of memory?" is a guess (gunicorn's, after any SIGKILL), not an OOM.
+            .find(|l| *l != "oom" || !only_a_guess_at_oom(line))
     }
 
     /// Whether any line wholly inside `chunk` could match (never false when one does). `scratch`
@@ -200,6 +203,17 @@ impl Patterns {
         }
         None
     }
+}
+
+/// The line's only word of memory is a guess: "Perhaps out of memory?".
+fn only_a_guess_at_oom(line: &[u8]) -> bool {
+    let lower = line.to_ascii_lowercase();
+    let has = |n: &str| lower.windows(n.len()).any(|w| w == n.as_bytes());
+    has("perhaps out of memory")
+        && !has("oom")
+        && !has("cannot allocate")
+        && !has("memory allocation of")
+        && !has("outofmemoryerror")
 }
 
 fn timer_regexes() -> Vec<(Regex, bool)> {
@@ -276,6 +290,8 @@ pub struct LineSink {
     pid: Option<u32>,
     patterns: Arc<Patterns>,
     journal: Journal,
+    /// Inside a Python traceback: every line is looked at until its last one (the exception).
+    traceback: bool,
 }
 
 impl LineSink {
@@ -299,6 +315,7 @@ impl LineSink {
             pid,
             patterns,
             journal,
+            traceback: false,
         }
     }
 
@@ -309,6 +326,7 @@ impl LineSink {
                 self.out = None;
             }
         }
+        self.keep_tail(chunk);
         let hot = self.patterns.may_match(chunk, &mut self.scratch);
         let Self {
             lines,
@@ -316,11 +334,34 @@ impl LineSink {
             pid,
             patterns,
             journal,
+            traceback,
             ..
         } = self;
         lines.push(chunk, &mut |l, t, c| {
-            on_line(patterns, journal, *stream, *pid, l, t, c, hot)
+            on_line(patterns, journal, *stream, *pid, l, t, c, hot, traceback)
         });
+    }
+
+    /// The newest complete lines of the chunk, matched or not, kept for a start-up failure's words.
+    /// Only the chunk's last few lines are looked at, so a flood costs nothing more.
+    fn keep_tail(&mut self, chunk: &[u8]) {
+        const LINE: usize = 300;
+        let mut ends = memchr::memrchr_iter(b'\n', chunk);
+        let Some(last) = ends.next() else {
+            return;
+        };
+        let from = ends
+            .nth(Journal::TAIL_LINES - 1)
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let lines = chunk[from..last]
+            .split(|&b| b == b'\n')
+            .map(|l| {
+                let l = &l[..l.len().min(LINE)];
+                String::from_utf8_lossy(l).trim_end().to_string()
+            })
+            .filter(|l| !l.is_empty());
+        self.journal.keep_tail(self.stream, lines);
     }
 
     /// The end of the stream: a last line with no newline is still matched.
@@ -331,9 +372,12 @@ impl LineSink {
             pid,
             patterns,
             journal,
+            traceback,
             ..
         } = self;
-        lines.finish(&mut |l, t, c| on_line(patterns, journal, *stream, *pid, l, t, c, true));
+        lines.finish(&mut |l, t, c| {
+            on_line(patterns, journal, *stream, *pid, l, t, c, true, traceback)
+        });
     }
 }
 
@@ -349,13 +393,32 @@ fn on_line(
     truncated: bool,
     carried: bool,
     hot: bool,
+    traceback: &mut bool,
 ) {
-    if !hot && !carried {
+    if !hot && !carried && !*traceback {
         return;
+    }
+    if *traceback {
+        if let Some(last) = traceback_end(line) {
+            // The traceback's last line names the exception: the line worth keeping.
+            *traceback = false;
+            journal.emit(Event::Log {
+                pid,
+                stream,
+                line: last,
+                label: "traceback".into(),
+                truncated,
+                timer_s: None,
+            });
+            return;
+        }
     }
     let Some(label) = patterns.label_bytes(line) else {
         return;
     };
+    if label == "traceback" {
+        *traceback = true;
+    }
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end_matches('\r');
     journal.emit(Event::Log {
@@ -366,6 +429,22 @@ fn on_line(
         truncated,
         timer_s: patterns.timer_in(text),
     });
+}
+
+/// The exception line that ends a Python traceback ("ValueError: boom"), or None for a line inside
+/// it (indented frames, the chained-exception banners, the next "Traceback" header). A logger's prefix
+/// before the exception ("[ERROR] ValueError: boom") is kept as it is.
+fn traceback_end(line: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(line);
+    let t = text.trim_end_matches('\r');
+    let inside = t.is_empty()
+        || t.starts_with(' ')
+        || t.starts_with('\t')
+        || t.starts_with('^')
+        || t.starts_with("Traceback (most recent call last)")
+        || t.starts_with("During handling of the above exception")
+        || t.starts_with("The above exception was the direct cause");
+    (!inside).then(|| format!("{t} (the exception ending a Python traceback)"))
 }
 
 /// Splits a byte stream into lines with a bounded buffer.
@@ -541,12 +620,57 @@ mod tests {
             p.label("thread 'main' panicked at src/main.rs:3:5"),
             Some("panic")
         );
-        assert_eq!(p.label("Traceback (most recent call last):"), Some("panic"));
+        assert_eq!(
+            p.label("Traceback (most recent call last):"),
+            Some("traceback")
+        );
+        // gunicorn's guess after any SIGKILL is a kill, not an OOM.
+        assert_eq!(
+            p.label("[ERROR] Worker (pid:7) was sent SIGKILL! Perhaps out of memory?"),
+            Some("killed")
+        );
         assert_eq!(p.label("fatal: Out of memory"), Some("oom"));
         assert_eq!(p.label("GET /health 200"), None);
         assert_eq!(p.timer_in("request timeout=30"), Some(30.0));
         assert_eq!(p.timer_in("deadline exceeded after 1500ms"), Some(1.5));
         assert_eq!(p.timer_in("exit 124"), None);
+    }
+
+    #[test]
+    fn a_python_traceback_is_labelled_a_traceback_with_its_last_line() {
+        let dir = std::env::temp_dir().join(format!("witness-tb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("j.jsonl");
+        let j = Journal::create(&path, &crate::journal::Header::new("wrap", vec![])).unwrap();
+        let p = Arc::new(Patterns::new(&[]).unwrap());
+        let mut sink = LineSink::new(Stream::Stderr, PassThrough::Discard, Some(7), p, j.clone());
+        sink.push(b"Traceback (most recent call last):\n  File \"app.py\", line 3, in app\n");
+        // The exception arrives in a later read that holds no watch word at all.
+        sink.push(b"    raise ValueError(\"boom\")\nValueError: boom\nGET / 200\n");
+        sink.finish();
+        j.flush().unwrap();
+        let logs: Vec<(String, String)> = crate::journal::read(&path)
+            .unwrap()
+            .records
+            .into_iter()
+            .filter_map(|r| match r.event {
+                Event::Log { line, label, .. } => Some((label, line)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            logs,
+            vec![
+                (
+                    "traceback".to_string(),
+                    "Traceback (most recent call last):".to_string()
+                ),
+                (
+                    "traceback".to_string(),
+                    "ValueError: boom (the exception ending a Python traceback)".to_string()
+                ),
+            ]
+        );
     }
 
     #[test]

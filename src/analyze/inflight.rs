@@ -1,0 +1,238 @@
+//! What happened while a failed request was in flight, or at its end: a worker that died, a log line
+//! the server wrote (with the pid it names). The server's own exit is verdict.rs's; together they
+//! make each failure's annotation, so "the server did not exit or restart" is written only when
+//! nothing at all was seen.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::journal::{Event, Record};
+
+/// A lifecycle event is "at the request's end" this long after it: the request's end and a log line
+/// or a reaped worker are noticed by different threads, a few milliseconds apart.
+pub const RESOLUTION_S: f64 = 0.25;
+/// The most happenings one annotation names.
+const MOST: usize = 3;
+/// Labels of lines that name a cause (a timer firing, a kill) rather than its aftermath.
+const CAUSE_LABELS: &[&str] = &["timeout", "watchdog", "killed", "oom"];
+/// The most log lines one annotation quotes.
+const MOST_LINES: usize = 2;
+/// The most of a log line an annotation quotes.
+const LINE_CHARS: usize = 160;
+
+static PID_NAMED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\bpid\b\s*[:=#]?\s*(\d+)|\b(\d+)#\d+:").expect("a valid pattern")
+});
+
+/// The pid a log line names ("(pid:29400)", "pid 7", nginx's "12345#0:"), if any.
+pub fn pid_named(line: &str) -> Option<u32> {
+    let c = PID_NAMED.captures(line)?;
+    c.get(1).or(c.get(2))?.as_str().parse().ok()
+}
+
+/// A log line as annotations quote it: trimmed and bounded.
+pub fn short_line(line: &str) -> String {
+    let t = line.trim();
+    if t.chars().count() <= LINE_CHARS {
+        t.to_string()
+    } else {
+        let mut s: String = t.chars().take(LINE_CHARS).collect();
+        s.push('…');
+        s
+    }
+}
+
+#[derive(Clone, Debug)]
+enum What {
+    WorkerDied {
+        pid: u32,
+        command: String,
+        how: String,
+        source: String,
+    },
+    Line {
+        text: String,
+        pid: Option<u32>,
+        /// A timeout, watchdog or kill line: the likeliest cause, told first.
+        cause: bool,
+    },
+}
+
+/// The run's worker exits and matched log lines, read once and asked per failed request.
+#[derive(Clone, Debug, Default)]
+pub struct Happenings {
+    items: Vec<(f64, What)>,
+}
+
+impl Happenings {
+    /// `skip_pids`: processes whose exits verdict.rs already tells (the server itself).
+    pub fn new(recs: &[Record]) -> Self {
+        let items = recs
+            .iter()
+            .filter_map(|r| {
+                let w = match &r.event {
+                    Event::WorkerExit {
+                        pid,
+                        command,
+                        how,
+                        source,
+                        ..
+                    } => What::WorkerDied {
+                        pid: *pid,
+                        command: command.join(" "),
+                        how: how.clone(),
+                        source: source.clone(),
+                    },
+                    Event::Log { line, label, .. } => What::Line {
+                        pid: pid_named(line),
+                        text: short_line(line),
+                        cause: CAUSE_LABELS.contains(&label.as_str()),
+                    },
+                    _ => return None,
+                };
+                Some((r.t_s, w))
+            })
+            .collect();
+        Self { items }
+    }
+
+    /// What happened between `start` and `end` (plus the clock's resolution), in words, oldest first.
+    /// Lines already told (the dying server's last words) are left out. Of the log lines, those that
+    /// name a cause (a timeout, a kill) and those nearest the end are told.
+    pub fn during(&self, start: f64, end: f64, told: &[&str]) -> Vec<String> {
+        let inside: Vec<&(f64, What)> = self
+            .items
+            .iter()
+            .filter(|(t, _)| *t >= start - 0.001 && *t <= end + RESOLUTION_S)
+            .collect();
+        let mut lines: Vec<&(f64, What)> = inside
+            .iter()
+            .copied()
+            .filter(|(_, w)| match w {
+                What::Line { text, .. } => !told.iter().any(|l| l.trim() == text.as_str()),
+                _ => false,
+            })
+            .collect();
+        lines.sort_by(|a, b| {
+            let cause = |w: &What| matches!(w, What::Line { cause: true, .. });
+            cause(&b.1)
+                .cmp(&cause(&a.1))
+                .then((a.0 - end).abs().total_cmp(&(b.0 - end).abs()))
+        });
+        lines.truncate(MOST_LINES);
+        let mut out: Vec<String> = Vec::new();
+        for item in &inside {
+            let (t, w) = item;
+            let when = when(*t, end);
+            let text = match w {
+                What::WorkerDied {
+                    pid,
+                    command,
+                    how,
+                    source,
+                } => {
+                    let cmd = short_line(command);
+                    format!("worker pid {pid} ({cmd}) died: {how} (source: {source}) {when}")
+                }
+                What::Line { text, pid, .. } => {
+                    if !lines.iter().any(|l| std::ptr::eq(*l, *item)) {
+                        continue;
+                    }
+                    match pid {
+                        Some(p) => format!("log line '{text}' naming pid {p} {when}"),
+                        None => format!("log line '{text}' {when}"),
+                    }
+                }
+            };
+            if !out.contains(&text) {
+                out.push(text);
+            }
+            if out.len() >= MOST {
+                break;
+            }
+        }
+        out
+    }
+}
+
+fn when(t: f64, end: f64) -> String {
+    let d = end - t;
+    if d.abs() < 0.005 {
+        "as it failed".into()
+    } else if d > 0.0 {
+        format!("{d:.2} s before it failed")
+    } else {
+        format!("{:.2} s after it failed", -d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Stream;
+
+    fn log(t: f64, line: &str) -> Record {
+        Record {
+            t_s: t,
+            event: Event::Log {
+                pid: Some(1),
+                stream: Stream::Stderr,
+                line: line.into(),
+                label: "timeout".into(),
+                truncated: false,
+                timer_s: None,
+            },
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn the_pid_a_line_names() {
+        assert_eq!(
+            pid_named("[2026-12-01] [29104] [CRITICAL] WORKER TIMEOUT (pid:29400)"),
+            Some(29400)
+        );
+        assert_eq!(
+            pid_named("2026/12/01 10:00:00 [error] 4242#4242: *1 upstream timed out"),
+            Some(4242)
+        );
+        assert_eq!(pid_named("Worker exiting (pid: 7)"), Some(7));
+        assert_eq!(pid_named("request timed out after 2s"), None);
+    }
+
+    #[test]
+    fn a_worker_death_and_a_line_inside_the_window_are_told_and_nothing_outside() {
+        let recs = vec![
+            log(0.5, "WORKER TIMEOUT (pid:10)"),
+            log(2.99, "[CRITICAL] WORKER TIMEOUT (pid:11)"),
+            Record {
+                t_s: 3.02,
+                event: Event::WorkerExit {
+                    pid: 11,
+                    ppid: 1,
+                    command: vec!["gunicorn:".into(), "worker".into()],
+                    age_s: 3.5,
+                    how: "killed by SIGABRT".into(),
+                    source: "wait".into(),
+                    code: None,
+                    signal: Some("SIGABRT".into()),
+                },
+                origin: None,
+            },
+            log(3.4, "late line (pid:12)"),
+        ];
+        let h = Happenings::new(&recs);
+        let d = h.during(1.0, 3.0, &[]);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!(
+            d[0],
+            "log line '[CRITICAL] WORKER TIMEOUT (pid:11)' naming pid 11 0.01 s before it failed"
+        );
+        assert_eq!(
+            d[1],
+            "worker pid 11 (gunicorn: worker) died: killed by SIGABRT (source: wait) 0.02 s after it failed"
+        );
+        assert!(h.during(3.5, 4.0, &[]).is_empty());
+    }
+}

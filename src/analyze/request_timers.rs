@@ -1,0 +1,380 @@
+//! Timers that start with the request: a proxy's `proxy_read_timeout`, a worker watchdog
+//! (gunicorn's `--timeout`). They are the mirror image of the seed's timer that started with the
+//! process: each failed request gives up at the same duration, whatever the load. When failed
+//! requests' durations cluster tightly at one value (or just after a timer someone named, since a
+//! watchdog that checks once a second fires up to a second late), that value is a timer, not the
+//! server's work, and the suspicion names the log line that named it when one was logged as they
+//! ended.
+
+use super::timers::TimerSource;
+use super::Suspicion;
+use crate::journal::{ErrorKind, Event, Outcome, Record};
+
+/// A handful: fewer failures at one value are a coincidence as often as a timer.
+pub const MIN_CLUSTER: usize = 3;
+/// Shorter failures are everyday fast errors (an instant 500), not a timer giving up.
+pub const MIN_SECONDS: f64 = 0.5;
+/// Labels of log lines that name a timer firing.
+const TIMER_LABELS: &[&str] = &["timeout", "watchdog", "killed"];
+
+/// How wide a cluster nobody named may be: the clock's resolution plus scheduling, max(20 ms, 2 %).
+fn tight(d: f64) -> f64 {
+    (d * 0.02).max(0.02)
+}
+
+/// How far after a named timer a request may give up and still be "at" it: a watchdog that checks
+/// once a second (gunicorn's arbiter) fires up to a second late; never before the timer.
+fn late_by(t: f64) -> f64 {
+    (t * 0.1).max(1.1)
+}
+
+/// One failed request as the timer analysis sees it.
+#[derive(Clone, Copy, Debug)]
+struct Failed {
+    duration_s: f64,
+    end_s: f64,
+}
+
+/// A failure the server (or something in front of it) gave: not witness's own limit, not a refusal,
+/// not a port nobody listens on.
+fn server_gave_up(o: &Outcome) -> bool {
+    match o {
+        Outcome::Error { error, .. } => !matches!(
+            error,
+            ErrorKind::ConnectRefused
+                | ErrorKind::Connect
+                | ErrorKind::Local
+                | ErrorKind::Interrupted
+        ),
+        _ => false,
+    }
+}
+
+/// Timers the server's command line names: `--timeout 30`, `--graceful-timeout=5`, `-t 2`.
+pub fn command_line_timers(command: &[String]) -> Vec<(f64, TimerSource)> {
+    let mut out = Vec::new();
+    for (i, a) in command.iter().enumerate() {
+        let (flag, value) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with('-') => (f, Some(v.to_string())),
+            _ => (a.as_str(), command.get(i + 1).cloned()),
+        };
+        let named = flag.starts_with("--") && flag.to_ascii_lowercase().ends_with("timeout");
+        if !named || flag.contains("graceful") || flag.contains("keep-alive") {
+            continue;
+        }
+        let Some(v) = value else { continue };
+        if let Ok(d) = crate::units::parse_duration(&v).map(|d| d.as_secs_f64()) {
+            if d > 0.0 {
+                out.push((d, TimerSource::CommandLine(format!("{flag} {v}"))));
+            }
+        }
+    }
+    out
+}
+
+/// The suspicions a run's failed requests raise. `named`: the `--timer` values and the timers the
+/// server's command line names.
+pub fn suspicions(recs: &[Record], named: &[(f64, TimerSource)]) -> Vec<Suspicion> {
+    let mut failed: Vec<Failed> = recs
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Request {
+                duration_s,
+                outcome,
+                ..
+            } if server_gave_up(outcome) && *duration_s >= MIN_SECONDS => Some(Failed {
+                duration_s: *duration_s,
+                end_s: r.t_s,
+            }),
+            _ => None,
+        })
+        .collect();
+    if failed.len() < MIN_CLUSTER {
+        return vec![];
+    }
+    failed.sort_by(|a, b| a.duration_s.total_cmp(&b.duration_s));
+    // Timers someone named, and timers the server's own log lines named.
+    let mut timers: Vec<(f64, TimerSource)> = named.to_vec();
+    for r in recs {
+        if let Event::Log {
+            line,
+            timer_s: Some(t),
+            ..
+        } = &r.event
+        {
+            if !timers.iter().any(|(x, _)| (x - t).abs() < 1e-9) {
+                timers.push((*t, TimerSource::LogLine(line.clone())));
+            }
+        }
+    }
+    for (t, src) in &timers {
+        let at: Vec<Failed> = failed
+            .iter()
+            .copied()
+            .filter(|f| f.duration_s >= t - tight(*t) && f.duration_s <= t + late_by(*t))
+            .collect();
+        if at.len() >= MIN_CLUSTER {
+            return vec![suspicion(recs, &at, Some((*t, src.clone())))];
+        }
+    }
+    // Nobody named one: the densest tight cluster, round value or not.
+    let mut best: &[Failed] = &[];
+    let mut j = 0;
+    for i in 0..failed.len() {
+        j = j.max(i);
+        while j + 1 < failed.len()
+            && failed[j + 1].duration_s - failed[i].duration_s <= tight(failed[i].duration_s)
+        {
+            j += 1;
+        }
+        if j + 1 - i > best.len() {
+            best = &failed[i..=j];
+        }
+    }
+    if best.len() >= MIN_CLUSTER {
+        return vec![suspicion(recs, best, None)];
+    }
+    vec![]
+}
+
+fn suspicion(recs: &[Record], at: &[Failed], timer: Option<(f64, TimerSource)>) -> Suspicion {
+    let lo = at
+        .iter()
+        .map(|f| f.duration_s)
+        .fold(f64::INFINITY, f64::min);
+    let hi = at.iter().map(|f| f.duration_s).fold(0.0, f64::max);
+    let mid = at[at.len() / 2].duration_s;
+    let range = if hi - lo < 0.01 {
+        format!("{lo:.2} s")
+    } else {
+        format!("{lo:.2}–{hi:.2} s")
+    };
+    let line = log_line_near(recs, at);
+    let (timer_s, source) = match (&timer, &line) {
+        (Some((t, s)), _) => (*t, s.clone()),
+        (None, Some(l)) => (mid, TimerSource::LogLine(l.clone())),
+        (None, None) => (mid, TimerSource::Cluster),
+    };
+    let mut detail = format!(
+        "{} failed requests all gave up at {range}: a timer that starts with each request (a proxy or worker timeout?)",
+        at.len()
+    );
+    if let Some((t, s)) = &timer {
+        detail.push_str(&format!(" — at {}", s.describe(*t)));
+    }
+    if let (Some(l), false) = (&line, matches!(source, TimerSource::LogLine(_))) {
+        detail.push_str(&format!("; log line '{l}' as they ended"));
+    } else if let (Some(l), None) = (&line, &timer) {
+        detail.push_str(&format!(" — log line '{l}' as they ended"));
+    }
+    Suspicion {
+        kind: "request_timer".into(),
+        subject: "request".into(),
+        seconds: mid,
+        timer_s,
+        timer_source: source,
+        t_s: at.iter().map(|f| f.end_s).fold(0.0, f64::max),
+        pid: None,
+        detail,
+    }
+}
+
+/// The log line that names the timer: one labelled as a timeout (or watchdog, kill) logged as the
+/// clustered requests ended (up to a second before, as a proxy logs then answers; a moment after, as
+/// pipes are read late). The line seen at the most of their ends wins.
+fn log_line_near(recs: &[Record], at: &[Failed]) -> Option<String> {
+    let mut best: Option<(usize, &str)> = None;
+    for r in recs {
+        let Event::Log { line, label, .. } = &r.event else {
+            continue;
+        };
+        if !TIMER_LABELS.contains(&label.as_str()) {
+            continue;
+        }
+        let near = at
+            .iter()
+            .filter(|f| r.t_s >= f.end_s - 1.0 && r.t_s <= f.end_s + 0.5)
+            .count();
+        if near > 0 && best.is_none_or(|(n, _)| near > n) {
+            best = Some((near, line.as_str()));
+        }
+    }
+    best.map(|(_, l)| super::inflight::short_line(l))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Stream;
+
+    fn failed(t_end: f64, d: f64, status: u16) -> Record {
+        Record {
+            t_s: t_end,
+            event: Event::Request {
+                id: 0,
+                group: "level0".into(),
+                worker: 0,
+                start_s: t_end - d,
+                duration_s: d,
+                outcome: Outcome::Error {
+                    error: ErrorKind::Http5xx,
+                    status: Some(status),
+                },
+                status: Some(status),
+                scheduled_s: None,
+                detail: None,
+            },
+            origin: None,
+        }
+    }
+
+    fn log(t: f64, line: &str, label: &str) -> Record {
+        Record {
+            t_s: t,
+            event: Event::Log {
+                pid: Some(1),
+                stream: Stream::Stderr,
+                line: line.into(),
+                label: label.into(),
+                truncated: false,
+                timer_s: None,
+            },
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn failures_at_one_value_name_the_log_line_logged_as_they_ended() {
+        let mut recs = vec![];
+        for i in 0..5 {
+            let end = 3.0 + i as f64 * 2.1;
+            recs.push(log(
+                end - 0.001,
+                "[error] 9#9: *3 upstream timed out (110: Connection timed out)",
+                "timeout",
+            ));
+            recs.push(failed(end, 2.001 + i as f64 * 0.001, 504));
+        }
+        let s = suspicions(&recs, &[]);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(
+            s[0].detail.starts_with(
+                "5 failed requests all gave up at 2.00 s: a timer that starts with each request"
+            ),
+            "{}",
+            s[0].detail
+        );
+        assert!(
+            s[0].detail.contains("upstream timed out"),
+            "{}",
+            s[0].detail
+        );
+        assert!((s[0].timer_s - 2.003).abs() < 0.01);
+    }
+
+    #[test]
+    fn a_value_that_is_not_round_still_counts_and_a_spread_does_not() {
+        let recs: Vec<Record> = (0..4)
+            .map(|i| failed(10.0 * i as f64 + 8.0, 7.31, 500))
+            .collect();
+        let s = suspicions(&recs, &[]);
+        assert_eq!(s.len(), 1);
+        assert!(s[0].detail.contains("at 7.31 s"), "{}", s[0].detail);
+        assert_eq!(s[0].timer_source, TimerSource::Cluster);
+        // Spread out: ordinary slow failures.
+        let recs: Vec<Record> = [1.0, 1.5, 2.2, 3.1, 4.0]
+            .iter()
+            .enumerate()
+            .map(|(i, d)| failed(10.0 * i as f64 + 5.0, *d, 500))
+            .collect();
+        assert!(suspicions(&recs, &[]).is_empty());
+        // Two are not a handful; fast 500s are not a timer.
+        let recs: Vec<Record> = (0..2).map(|i| failed(i as f64 + 3.0, 2.0, 500)).collect();
+        assert!(suspicions(&recs, &[]).is_empty());
+        let recs: Vec<Record> = (0..9).map(|i| failed(i as f64, 0.002, 500)).collect();
+        assert!(suspicions(&recs, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_named_timer_takes_failures_up_to_a_second_late_and_none_early() {
+        // gunicorn's arbiter checks once a second: a 2 s --timeout kills at 2.1–2.9 s.
+        let recs: Vec<Record> = [2.13, 2.86, 2.21, 2.3, 2.5]
+            .iter()
+            .enumerate()
+            .map(|(i, d)| failed(5.0 * i as f64 + 3.0, *d, 500))
+            .collect();
+        let named = [(2.0, TimerSource::Flag)];
+        let s = suspicions(&recs, &named);
+        assert_eq!(s.len(), 1);
+        assert!(
+            s[0].detail.contains("all gave up at 2.13–2.86 s"),
+            "{}",
+            s[0].detail
+        );
+        assert!(
+            s[0].detail.contains("the 2s timer given with --timer"),
+            "{}",
+            s[0].detail
+        );
+        assert_eq!(s[0].timer_s, 2.0);
+        // A 3 s timer cannot have ended requests at 2.1–2.9 s.
+        assert!(suspicions(&recs, &[(3.0, TimerSource::Flag)]).is_empty());
+    }
+
+    #[test]
+    fn witness_s_own_limit_and_refused_connects_are_not_the_server_s_timer() {
+        let mut recs = vec![];
+        for i in 0..5 {
+            recs.push(Record {
+                t_s: i as f64 * 3.0 + 2.0,
+                event: Event::Request {
+                    id: i,
+                    group: "level0".into(),
+                    worker: 0,
+                    start_s: i as f64 * 3.0,
+                    duration_s: 2.0,
+                    outcome: if i % 2 == 0 {
+                        Outcome::Timeout {
+                            phase: crate::journal::TimeoutPhase::Request,
+                            limit_s: 2.0,
+                        }
+                    } else {
+                        Outcome::Error {
+                            error: ErrorKind::ConnectRefused,
+                            status: None,
+                        }
+                    },
+                    status: None,
+                    scheduled_s: None,
+                    detail: None,
+                },
+                origin: None,
+            });
+        }
+        assert!(suspicions(&recs, &[]).is_empty());
+    }
+
+    #[test]
+    fn the_server_s_command_line_names_its_timers() {
+        let cmd: Vec<String> = [
+            "gunicorn",
+            "--timeout",
+            "2",
+            "-w",
+            "2",
+            "--graceful-timeout=5",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let t = command_line_timers(&cmd);
+        assert_eq!(t.len(), 1, "{t:?}");
+        assert_eq!(t[0].0, 2.0);
+        assert_eq!(
+            t[0].1.describe(2.0),
+            "the 2s timer in its command line '--timeout 2'"
+        );
+        let cmd = vec!["srv".to_string(), "--read-timeout=1.5s".to_string()];
+        assert_eq!(command_line_timers(&cmd)[0].0, 1.5);
+    }
+}
