@@ -308,13 +308,44 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
                 t_s: t,
                 pid: Some(l.pid),
                 detail: format!(
-                    "pid {} exited at age {:.2} s — at {}: a timer armed at process start?",
+                    "pid {} exited at age {:.2} s — at {}: a timer armed at process start? (age and timer differ by {:.2} s)",
                     l.pid,
                     age,
-                    source.describe(timer)
+                    source.describe(timer),
+                    (age - timer).abs()
                 ),
                 timer_source: source,
             });
+        } else if l.status != Some(0) {
+            // A timer armed later than the process start (after a slow import, at the first
+            // request): the age overshoots it, but a line naming it came just before the failed exit.
+            let late = l
+                .log_lines
+                .iter()
+                .rev()
+                .filter(|g| g.t_s >= t - 2.0 && g.t_s <= t + 0.5)
+                .find_map(|g| Some((g.timer_s?, g.line.clone())))
+                .filter(|(timer, _)| *timer < age);
+            if let Some((timer, line)) = late {
+                let source = TimerSource::LogLine(line);
+                out.push(Suspicion {
+                    kind: "round_timer".into(),
+                    subject: "process_exit".into(),
+                    seconds: age,
+                    timer_s: timer,
+                    t_s: t,
+                    pid: Some(l.pid),
+                    detail: format!(
+                        "pid {} exited at age {:.2} s right after naming {}: the process age and the timer differ by {:.2} s, so the timer was armed about {:.2} s after the process started",
+                        l.pid,
+                        age,
+                        source.describe(timer),
+                        age - timer,
+                        age - timer
+                    ),
+                    timer_source: source,
+                });
+            }
         }
     }
     out
