@@ -352,7 +352,8 @@ fn nginx_that_daemonizes_is_adopted_measured_honestly_and_stopped() {
 fn killed_witness_leaves_nothing(tag: &str, cgroup: bool) {
     let dir = tempdir(tag);
     let journal = dir.join("j.jsonl");
-    let marker = format!("{}.{}", 300 + std::process::id() % 97, std::process::id());
+    // Unique to this test in this run (the two variants run side by side).
+    let marker = format!("{}.{}", if cgroup { 301 } else { 302 }, std::process::id());
     let script = format!("sleep {marker} & setsid sleep {marker} & exec sleep {marker}");
     let mut cmd = Command::new(witness());
     cmd.args(["wrap", "--journal"])
