@@ -408,6 +408,14 @@ fn a_sigstopped_server_is_called_stopped() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // However this test ends, witness (and so the server) goes with it.
+    struct KillOnDrop(i32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            kill(self.0, 9);
+        }
+    }
+    let _guard = KillOnDrop(w.id() as i32);
     wait_listening(port);
     let lines = journal_lines(&journal);
     let pid = events(&lines, "spawn")[0]["pid"].as_i64().unwrap() as i32;

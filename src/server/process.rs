@@ -479,7 +479,15 @@ async fn find_daemon(cfg: &ProcessConfig, guard: &Guard) -> Option<(Identity, bo
         }
         candidates.sort_by_key(|i| (i.start_time, i.pid));
         let Some(port) = cfg.port else {
-            return candidates.into_iter().next().map(|i| (i, false));
+            // No port to check (wrap): a daemon is one that left witness's session (setsid), as
+            // daemons do; a background job the server left in its group is not one.
+            let own_session = unsafe { libc::getsid(0) };
+            let daemon = candidates.into_iter().find(|c| {
+                procfs::process::Process::new(c.pid as i32)
+                    .and_then(|p| p.stat())
+                    .is_ok_and(|s| s.session != own_session)
+            });
+            return daemon.map(|i| (i, false));
         };
         if let Some(l) = super::listener_of(port) {
             let mine = |pid: u32| {
