@@ -442,3 +442,66 @@ fn a_sigstopped_server_is_called_stopped() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("is stopped (process state T"), "{stderr}");
 }
+
+/// Without privilege (run as `nobody`): no cgroup, no process-event connector; a gunicorn worker
+/// killed by its timeout is still journalled, its death read from the master's own log line.
+#[test]
+fn without_privilege_a_workers_death_comes_from_its_parents_log_line() {
+    if !have("root (to drop to nobody)", "test \"$(id -u)\" = 0")
+        || !have("setpriv (util-linux)", "command -v setpriv")
+        || !have("Debian's gunicorn", "test -x /usr/bin/gunicorn")
+    {
+        return;
+    }
+    let dir = tempdir("unprivileged");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let journal = dir.join("j.jsonl");
+    let port = free_port();
+    let out = run_bounded(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(witness())
+            .args(["load", "--url"])
+            .arg(format!("http://127.0.0.1:{port}/slow"))
+            .args(["--method", "GET", "--levels", "1", "--rounds", "1"])
+            .args(["--timeout", "20s", "--settle", "1s"])
+            .arg("--journal")
+            .arg(&journal)
+            .args(["--", "/usr/bin/gunicorn", "--chdir"])
+            .arg(repo().join("examples/py"))
+            .args(["--worker-tmp-dir"])
+            .arg(&dir)
+            .args(["--timeout", "2", "-w", "1", "--bind"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("slow_wsgi:app")
+            .current_dir(&dir),
+        Duration::from_secs(120),
+    );
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(text.contains("no cgroup (needs root)"), "{text}");
+    assert!(text.contains("process-event connector needs CAP_NET_ADMIN"));
+    let lines = journal_lines(&journal);
+    let timed_out: Vec<u64> = events(&lines, "log")
+        .iter()
+        .filter_map(|l| {
+            let line = l["line"].as_str()?;
+            let at = line.find("WORKER TIMEOUT (pid:")? + "WORKER TIMEOUT (pid:".len();
+            line[at..].split(')').next()?.parse().ok()
+        })
+        .collect();
+    assert!(!timed_out.is_empty(), "gunicorn logged a worker timeout");
+    let exits = events(&lines, "worker_exit");
+    assert!(exits.iter().all(|e| e["source"] != "proc_connector"));
+    for pid in timed_out {
+        let exit = exits
+            .iter()
+            .find(|w| w["pid"] == pid)
+            .unwrap_or_else(|| panic!("worker {pid}'s death is journalled: {exits:?}"));
+        assert_eq!(exit["source"], "log_line", "{exit}");
+        assert!(
+            exit["how"].as_str().unwrap().contains("WORKER TIMEOUT"),
+            "{exit}"
+        );
+    }
+}

@@ -374,22 +374,24 @@ fn from_log(journal: &Journal, pid: u32, t_s: f64) -> Option<String> {
 /// The words for a worker's end from the log lines that name its pid, the most telling first.
 pub fn how_from_lines(lines: &[String], pid: u32) -> Option<String> {
     let naming: Vec<&String> = lines.iter().filter(|l| names_pid(l, pid)).collect();
-    let last = naming.last()?;
-    let all = naming
-        .iter()
-        .map(|l| l.to_ascii_lowercase())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let what = if all.contains("sigkill") || all.contains("signal 9") {
-        "killed by SIGKILL"
-    } else if all.contains("timeout") || all.contains("timed out") {
-        "killed by its parent after a timeout"
-    } else if all.contains("signal") {
-        "killed by a signal"
-    } else {
-        "gone"
+    let has = |l: &&String, words: &[&str]| {
+        let l = l.to_ascii_lowercase();
+        words.iter().any(|w| l.contains(w))
     };
-    Some(format!("{what} (its parent logged '{}')", last.trim()))
+    // The line that says the most decides, and is the one quoted.
+    let telling: [(&[&str], &str); 3] = [
+        (&["sigkill", "signal 9"], "killed by SIGKILL"),
+        (
+            &["timeout", "timed out"],
+            "killed by its parent after a timeout",
+        ),
+        (&["signal"], "killed by a signal"),
+    ];
+    let (what, line) = telling
+        .iter()
+        .find_map(|(words, what)| naming.iter().find(|l| has(l, words)).map(|l| (*what, *l)))
+        .or_else(|| naming.last().map(|l| ("gone", *l)))?;
+    Some(format!("{what} (the server logged '{}')", line.trim()))
 }
 
 /// Whether a log line names `pid` as a process ("pid:123", "pid 123", "(123)", "[123]"), not merely
@@ -582,6 +584,15 @@ mod tests {
         let how = how_from_lines(&lines, 77).unwrap();
         assert!(how.starts_with("killed by SIGKILL"), "{how}");
         assert!(how.contains("was sent SIGKILL"), "{how}");
+        let exiting = vec![
+            lines[0].clone(),
+            "[INFO] Worker exiting (pid: 77)".to_string(),
+        ];
+        let how = how_from_lines(&exiting, 77).unwrap();
+        assert!(
+            how.contains("WORKER TIMEOUT"),
+            "the telling line is quoted: {how}"
+        );
         let how = how_from_lines(&lines[..1], 77).unwrap();
         assert!(
             how.starts_with("killed by its parent after a timeout"),
