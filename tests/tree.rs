@@ -393,6 +393,33 @@ fn kill_9_of_witness_leaves_no_descendant_without_a_cgroup() {
 }
 
 #[test]
+fn a_setsid_worker_does_not_survive_a_normal_end() {
+    let dir = tempdir("setsid-end");
+    let journal = dir.join("j.jsonl");
+    let marker = format!("303.{}", std::process::id());
+    // The server starts a worker in its own session and exits 1: no daemon, an orphan left behind.
+    let script = format!("setsid sleep {marker} & sleep 1; exit 1");
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["wrap", "--journal"])
+            .arg(&journal)
+            .args(["--", "sh", "-c", &script]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        running_with(&marker),
+        Vec::<i32>::new(),
+        "the setsid worker survived"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("killed 1 process(es) the server left running"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_sigstopped_server_is_called_stopped() {
     let dir = tempdir("sigstop");
     let journal = dir.join("j.jsonl");

@@ -22,7 +22,7 @@ use super::guard::{Cgroup, Watchdog};
 use crate::journal::{Event, Journal};
 
 /// How often /proc is read for the tree.
-pub const POLL: Duration = Duration::from_millis(50);
+pub const POLL: Duration = Duration::from_millis(100);
 
 /// One process of the tree, as first seen.
 #[derive(Clone, Debug)]
