@@ -209,7 +209,7 @@ impl Guard {
         }
         let guarantee = match (&cgroup, &watchdog) {
             (Some(c), _) => format!("the server runs in its own cgroup ({}); if witness is killed, a watchdog has the kernel end that whole cgroup", c.dir.display()),
-            (None, Some(_)) => "no cgroup (needs root): a watchdog process kills the server tree witness saw if witness is killed".to_string(),
+            (None, Some(_)) => "no cgroup (needs root and a writable cgroup v2): a watchdog process kills the server tree witness saw if witness is killed".to_string(),
             (None, None) => "neither a cgroup nor a watchdog could be set up: if witness is killed, only its direct child is sure to end".to_string(),
         };
         journal.emit(Event::Note {
