@@ -25,9 +25,9 @@ use nix::unistd::Pid;
 use tokio::sync::{mpsc, watch};
 
 use super::exit::{signal_name, ExitInfo};
-use super::guard::{Cgroup, Watchdog};
+use super::guard::Guard;
 use super::logs::{self, PassThrough, Patterns};
-use super::tree::{self, Tree};
+use super::tree;
 use crate::journal::{Event, Identity, Journal, Stream};
 
 /// When a child that exited is started again.
@@ -173,135 +173,6 @@ impl Supervisor {
         });
         self.wait().await
     }
-}
-
-/// What keeps the server's tree witness's: the subreaper's reaping loop (unless wrap runs one),
-/// the watchdog, the cgroup where witness may make one, and the tree watcher.
-struct Guard {
-    reaper: Option<super::reaper::Reaper>,
-    watchdog: Option<Arc<Watchdog>>,
-    cgroup: Option<Cgroup>,
-    tree: Tree,
-    /// A daemon was adopted: the end says what became of it.
-    adopted: std::sync::atomic::AtomicBool,
-}
-
-impl Guard {
-    fn start(journal: &Journal) -> Guard {
-        let reaper = if super::reaper::running() {
-            None
-        } else {
-            match super::reaper::Reaper::start() {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    journal.emit(Event::Note {
-                        level: "warn".into(),
-                        text: format!("witness could not become the server's subreaper: {e}"),
-                    });
-                    None
-                }
-            }
-        };
-        let watchdog = Watchdog::start().map(Arc::new);
-        let cgroup = Cgroup::create(0);
-        if let (Some(w), Some(c)) = (&watchdog, &cgroup) {
-            w.cgroup(c);
-        }
-        let guarantee = match (&cgroup, &watchdog) {
-            (Some(c), _) => format!("the server runs in its own cgroup ({}); if witness is killed, a watchdog has the kernel end that whole cgroup", c.dir.display()),
-            (None, Some(_)) => "no cgroup (needs root and a writable cgroup v2): a watchdog process kills the server tree witness saw if witness is killed".to_string(),
-            (None, None) => "neither a cgroup nor a watchdog could be set up: if witness is killed, only its direct child is sure to end".to_string(),
-        };
-        journal.emit(Event::Note {
-            level: if watchdog.is_none() { "warn" } else { "info" }.into(),
-            text: guarantee,
-        });
-        let tree = Tree::start(journal.clone(), watchdog.clone(), cgroup.clone());
-        Guard {
-            reaper,
-            watchdog,
-            cgroup,
-            tree,
-            adopted: Default::default(),
-        }
-    }
-
-    /// The tree's live processes now: members seen, the cgroup's, and whatever is below them.
-    fn left(&self) -> Vec<u32> {
-        let mut pids: Vec<u32> = self.tree.snapshot().iter().map(|m| m.pid).collect();
-        if let Some(c) = &self.cgroup {
-            pids.extend(c.pids());
-        }
-        let below = super::guard::descendants(&pids);
-        pids.extend(below);
-        pids.sort();
-        pids.dedup();
-        pids.retain(|p| alive(*p));
-        pids
-    }
-
-    /// At the end: nothing the server started is left running, and the journal says so.
-    async fn finish(self, journal: &Journal) {
-        let left = self.left();
-        if !left.is_empty() {
-            for p in &left {
-                let _ = nix::sys::signal::kill(Pid::from_raw(*p as i32), Signal::SIGKILL);
-            }
-            if let Some(c) = &self.cgroup {
-                c.kill_all();
-            }
-            let shown: Vec<String> = left.iter().take(10).map(|p| p.to_string()).collect();
-            journal.emit(Event::Note {
-                level: "warn".into(),
-                text: format!(
-                    "killed {} process(es) the server left running (pid {}{})",
-                    left.len(),
-                    shown.join(", "),
-                    if left.len() > 10 { ", …" } else { "" }
-                ),
-            });
-        }
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while !self.left().is_empty() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let still = self.left();
-        let said = !left.is_empty() || self.adopted.load(std::sync::atomic::Ordering::SeqCst);
-        journal.emit(Event::Note {
-            level: match (still.is_empty(), said) {
-                (false, _) => "error",
-                (true, true) => "notice",
-                (true, false) => "info",
-            }
-            .into(),
-            text: if still.is_empty() {
-                "nothing the server started is left running".to_string()
-            } else {
-                format!(
-                    "{} process(es) the server started could not be ended: {still:?}",
-                    still.len()
-                )
-            },
-        });
-        let tree = self.tree;
-        let _ = tokio::task::spawn_blocking(move || tree.stop()).await;
-        if let Some(c) = &self.cgroup {
-            c.kill_all();
-        }
-        if let Some(w) = self.watchdog {
-            let _ = tokio::task::spawn_blocking(move || w.done()).await;
-        }
-        if let Some(r) = self.reaper {
-            r.stop();
-        }
-    }
-}
-
-/// Alive and not a zombie.
-fn alive(pid: u32) -> bool {
-    procfs::process::Process::new(pid as i32)
-        .and_then(|p| p.stat())
-        .is_ok_and(|s| s.state != 'Z' && s.state != 'X')
 }
 
 struct Running {
