@@ -16,7 +16,7 @@ pub mod verdict;
 use serde::Serialize;
 
 use crate::journal::{secs, Event, Loaded, Record, Settings};
-use timers::{timer_at, TimerSource};
+use timers::{timer_at, tolerance, TimerSource};
 
 /// A finding worth a person's attention: a number that may be a timer rather than the server's work.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -328,6 +328,18 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
         // A clean exit is the program's own decision: only a timer someone named makes it suspect.
         let at = timer_at(age, &named)
             .filter(|(_, src)| l.status != Some(0) || *src != TimerSource::Round);
+        // A timer armed later than the process start (after a slow import, at the first
+        // request): the age overshoots it, but a line naming it came just before the failed exit.
+        // That named timer says more than a round number the age happens to sit at.
+        let late = l
+            .log_lines
+            .iter()
+            .rev()
+            .filter(|g| g.t_s >= t - 2.0 && g.t_s <= t + 0.5)
+            .find_map(|g| Some((g.timer_s?, g.line.clone())))
+            .filter(|(timer, _)| *timer < age - tolerance(*timer))
+            .filter(|_| l.status != Some(0));
+        let at = at.filter(|(_, src)| *src != TimerSource::Round || late.is_none());
         if let Some((timer, source)) = at {
             out.push(Suspicion {
                 kind: "round_timer".into(),
@@ -337,13 +349,35 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
                 t_s: t,
                 pid: Some(l.pid),
                 detail: format!(
-                    "pid {} exited at age {:.2} s — at {}: a timer armed at process start?",
+                    "pid {} exited at age {:.2} s — at {}: a timer armed at process start? (age and timer differ by {:.2} s)",
                     l.pid,
                     age,
-                    source.describe(timer)
+                    source.describe(timer),
+                    (age - timer).abs()
                 ),
                 timer_source: source,
             });
+        } else {
+            if let Some((timer, line)) = late {
+                let source = TimerSource::LogLine(line);
+                out.push(Suspicion {
+                    kind: "round_timer".into(),
+                    subject: "process_exit".into(),
+                    seconds: age,
+                    timer_s: timer,
+                    t_s: t,
+                    pid: Some(l.pid),
+                    detail: format!(
+                        "pid {} exited at age {:.2} s right after naming {}: the process age and the timer differ by {:.2} s, so the timer was armed about {:.2} s after the process started",
+                        l.pid,
+                        age,
+                        source.describe(timer),
+                        age - timer,
+                        age - timer
+                    ),
+                    timer_source: source,
+                });
+            }
         }
     }
     out
@@ -432,6 +466,44 @@ pub(crate) mod tests {
         assert!(s.detail.contains("exited at age 6.01 s"), "{}", s.detail);
         assert_eq!(a.last_status, Some(124));
         assert!(a.partial.is_none());
+    }
+
+    #[test]
+    fn a_timer_armed_after_the_start_is_named_with_how_far_age_and_timer_differ() {
+        let watchdog = |t: f64| Event::Log {
+            pid: Some(7),
+            stream: Stream::Stderr,
+            line: "watchdog: no shutdown after 6s, force-exiting".into(),
+            label: "watchdog".into(),
+            truncated: false,
+            timer_s: Some(t),
+        };
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (15.2, watchdog(6.0)),
+            (15.25, exit(7, 124, 15.25, false)),
+            (15.3, end()),
+        ]));
+        assert_eq!(a.suspicions.len(), 1, "{:?}", a.suspicions);
+        let s = &a.suspicions[0];
+        assert_eq!((s.timer_s, s.seconds), (6.0, 15.25));
+        assert!(s.detail.contains("differ by 9.25 s"), "{}", s.detail);
+        assert!(s.detail.contains("no shutdown after 6s"), "{}", s.detail);
+        // A clean exit, or a line long before the exit, is not that.
+        let clean = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (15.2, watchdog(6.0)),
+            (15.25, exit(7, 0, 15.25, false)),
+            (15.3, end()),
+        ]));
+        assert!(clean.suspicions.is_empty());
+        let early = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (3.0, watchdog(6.0)),
+            (13.7, exit(7, 1, 13.7, false)),
+            (13.8, end()),
+        ]));
+        assert!(early.suspicions.is_empty(), "{:?}", early.suspicions);
     }
 
     #[test]

@@ -11,7 +11,9 @@ use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Method, Uri};
 
-use super::{check_outputs, open_journal, start_measured, target_config, Measured, Signals};
+use super::{
+    check_outputs, open_journal, start_measured, target_config, Measured, Signals, TargetConfig,
+};
 use crate::cli::LoadArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{Event, Journal, LoadSettings, Settings};
@@ -37,6 +39,13 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             )
         })
         .transpose()?;
+    // A server that daemonizes is recognised by the port it then serves.
+    let target_cfg = target_cfg.map(|mut t| {
+        if let TargetConfig::Process(p) = &mut t {
+            p.port = Some(cfg.spec.uri.port_u16().unwrap_or(80));
+        }
+        t
+    });
     check_loopback(&cfg.spec.uri, args.allow_remote).await?;
     check_loopback(&cfg.health, args.allow_remote).await?;
     check_outputs(&args.output)?;
@@ -243,7 +252,10 @@ pub(crate) async fn wait_ready(
     let start = Instant::now();
     loop {
         let p = prober.probe().await;
-        if p.healthy() {
+        // Ready only while the server witness started (or the daemon it became) runs: an answer
+        // while it is down, or deciding whether it daemonized, comes from someone else.
+        let running = matches!(&*state.borrow(), State::Running(_));
+        if p.healthy() && running {
             journal.emit(Event::Ready {
                 ok: true,
                 waited_s: start.elapsed().as_secs_f64(),

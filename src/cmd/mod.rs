@@ -39,6 +39,8 @@ pub fn process_config(
         grace: args.grace,
         patterns: Arc::new(Patterns::new(&args.watch)?),
         pass_through,
+        inherit_stdin: false,
+        port: None,
     })
 }
 

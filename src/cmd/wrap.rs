@@ -19,7 +19,11 @@ use crate::server::process::{Control, State};
 use crate::server::reaper::Reaper;
 
 pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
-    let cfg = target_config(&args.supervise, &args.container, args.command.clone(), true)?;
+    let mut cfg = target_config(&args.supervise, &args.container, args.command.clone(), true)?;
+    // stdin is the child's: a stdio server reads its client there (bytes and EOF as sent).
+    if let TargetConfig::Process(p) = &mut cfg {
+        p.inherit_stdin = true;
+    }
     check_outputs(&args.output)?;
     let journal = open_journal("wrap", &args.output)?;
     journal.emit(Event::Settings(Settings {

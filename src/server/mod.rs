@@ -6,9 +6,11 @@
 pub mod attach;
 pub mod container;
 pub mod exit;
+pub mod guard;
 pub mod logs;
 pub mod process;
 pub mod reaper;
+pub mod tree;
 
 use crate::journal::Identity;
 use crate::sample::PidSource;

@@ -5,6 +5,13 @@
 //! forward a signal, kill now, inject a fault) and the grace timer. Output is drained by two threads
 //! per child (see `logs.rs`), so a slow witness can never block the server.
 //!
+//! The server is a tree (tree.rs): its descendants are journalled as they come and go, witness is
+//! their subreaper, and a child that exits 0 leaving a process that now serves is a daemon witness
+//! adopts: it watches it, measures it and stops it at the end. Nothing witness started outlives it
+//! (guard.rs: a cgroup where privileged, and a watchdog process). stdin is the caller's when asked
+//! (wrap); when it is a terminal the child's process group is made the foreground one, so reading
+//! it does not stop the child with SIGTTIN.
+//!
 //! If witness dies, even by SIGKILL, the child gets SIGKILL from the kernel: `PR_SET_PDEATHSIG` is set
 //! in the forked child. That death signal is tied to the *thread* that forked, so children are only
 //! spawned from the async supervisor task, which runs on the runtime's long-lived worker threads,
@@ -18,7 +25,9 @@ use nix::unistd::Pid;
 use tokio::sync::{mpsc, watch};
 
 use super::exit::{signal_name, ExitInfo};
+use super::guard::Guard;
 use super::logs::{self, PassThrough, Patterns};
+use super::tree;
 use crate::journal::{Event, Identity, Journal, Stream};
 
 /// When a child that exited is started again.
@@ -45,6 +54,10 @@ pub struct ProcessConfig {
     pub patterns: Arc<Patterns>,
     /// Pass the child's output through to witness's own streams (wrap), or only read it.
     pub pass_through: bool,
+    /// Hand witness's own stdin to the child (wrap: a stdio server reads its client there).
+    pub inherit_stdin: bool,
+    /// The port the server should serve (load, soak): how a daemon that took over is recognised.
+    pub port: Option<u16>,
 }
 
 /// What the owner of a supervisor can ask of it.
@@ -114,9 +127,20 @@ impl Supervisor {
     pub async fn start(cfg: ProcessConfig, journal: Journal) -> anyhow::Result<Self> {
         let (ctl, rx) = mpsc::unbounded_channel();
         let (state_tx, state) = watch::channel(State::Starting);
-        let first = spawn_child(&cfg, &journal, 0)?;
+        let guard = Guard::start(&journal);
+        let first = match spawn_child(&cfg, &journal, 0, &guard) {
+            Ok(f) => f,
+            Err(e) => {
+                guard.finish(&journal).await;
+                return Err(e);
+            }
+        };
         state_tx.send_replace(State::Running(first.identity.clone()));
-        let task = tokio::spawn(supervise(cfg, journal, rx, state_tx, first));
+        let task = tokio::spawn(async move {
+            let r = supervise(cfg, journal.clone(), rx, state_tx, first, &guard).await;
+            guard.finish(&journal).await;
+            r
+        });
         Ok(Self { ctl, state, task })
     }
 
@@ -152,17 +176,33 @@ impl Supervisor {
 }
 
 struct Running {
-    child: tokio::process::Child,
+    /// None for an adopted daemon: witness is its subreaper, the reaper takes its status.
+    child: Option<tokio::process::Child>,
     pid: u32,
     identity: Identity,
     spawned: Instant,
     readers: Vec<std::thread::JoinHandle<u64>>,
+    /// The child was given the terminal's foreground.
+    tty: bool,
 }
 
-fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::Result<Running> {
+fn spawn_child(
+    cfg: &ProcessConfig,
+    journal: &Journal,
+    attempt: u32,
+    guard: &Guard,
+) -> anyhow::Result<Running> {
     let mut cmd = tokio::process::Command::new(&cfg.command[0]);
+    let stdin = if cfg.inherit_stdin {
+        std::process::Stdio::inherit()
+    } else {
+        std::process::Stdio::null()
+    };
+    // A terminal on stdin, with witness in its foreground: the child's group takes the foreground.
+    let tty = cfg.inherit_stdin && terminal_is_ours();
+    let cgroup_procs = guard.cgroup.as_ref().map(|c| c.procs_path());
     cmd.args(&cfg.command[1..])
-        .stdin(std::process::Stdio::null())
+        .stdin(stdin)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0)
@@ -178,6 +218,25 @@ fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::
             if libc::getppid() != parent {
                 libc::_exit(137);
             }
+            // Into the tree's cgroup before exec, so every descendant is in it too.
+            if let Some(path) = &cgroup_procs {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    libc::write(fd, b"0".as_ptr() as *const libc::c_void, 1);
+                    libc::close(fd);
+                }
+            }
+            // Job control as a shell does it: the new group (set before this runs) takes the
+            // terminal, with SIGTTOU blocked for the call.
+            if tty {
+                let mut block: libc::sigset_t = std::mem::zeroed();
+                let mut old: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut block);
+                libc::sigaddset(&mut block, libc::SIGTTOU);
+                libc::sigprocmask(libc::SIG_BLOCK, &block, &mut old);
+                libc::tcsetpgrp(0, libc::getpid());
+                libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            }
             Ok(())
         });
     }
@@ -191,6 +250,7 @@ fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::
     let pid = child.id().unwrap_or(0);
     own.register(pid);
     drop(own);
+    guard.tree.set_root(pid);
     let identity = super::identity_of(pid).unwrap_or(Identity {
         pid,
         start_time: 0,
@@ -231,13 +291,92 @@ fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::
                 .spawn(move || logs::drain(file, stream, pass, Some(pid), patterns, journal))?,
         );
     }
+    if let Some(w) = &guard.watchdog {
+        w.member(pid, identity.start_time);
+    }
     Ok(Running {
-        child,
+        child: Some(child),
         pid,
         identity,
         spawned,
         readers,
+        tty,
     })
+}
+
+/// stdin is a terminal and witness's process group is its foreground one.
+fn terminal_is_ours() -> bool {
+    // SAFETY: isatty / tcgetpgrp / getpgrp on fd 0 only read.
+    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+/// Takes the terminal back for witness's own group once the child that had it is gone.
+fn take_terminal_back() {
+    // SAFETY: signal mask of this thread only, restored at once; tcsetpgrp on fd 0.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, libc::SIGTTOU);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        libc::tcsetpgrp(0, libc::getpgrp());
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+}
+
+/// A process the exited child left that now serves (or, with no port to check, still runs): an
+/// orphan witness adopted as subreaper, or one in the tree's cgroup. Waits a moment for it to listen.
+async fn find_daemon(cfg: &ProcessConfig, guard: &Guard) -> Option<(Identity, bool)> {
+    let me = std::process::id();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let in_cgroup = guard.cgroup.as_ref().map(|c| c.pids()).unwrap_or_default();
+        let mut candidates: Vec<Identity> = procfs::process::all_processes()
+            .map(|all| {
+                all.flatten()
+                    .filter_map(|p| p.stat().ok())
+                    .filter(|s| s.state != 'Z' && s.state != 'X')
+                    .filter(|s| {
+                        let pid = s.pid as u32;
+                        (s.ppid as u32 == me && !super::reaper::is_own(pid))
+                            || in_cgroup.contains(&pid)
+                    })
+                    .filter_map(|s| super::identity_of(s.pid as u32))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if candidates.is_empty() {
+            return None;
+        }
+        candidates.sort_by_key(|i| (i.start_time, i.pid));
+        let Some(port) = cfg.port else {
+            // No port to check (wrap): a daemon is one that left witness's session (setsid), as
+            // daemons do; a background job the server left in its group is not one.
+            let own_session = unsafe { libc::getsid(0) };
+            let daemon = candidates.into_iter().find(|c| {
+                procfs::process::Process::new(c.pid as i32)
+                    .and_then(|p| p.stat())
+                    .is_ok_and(|s| s.session != own_session)
+            });
+            return daemon.map(|i| (i, false));
+        };
+        if let Some(l) = super::listener_of(port) {
+            let mine = |pid: u32| {
+                candidates.iter().any(|c| c.pid == pid)
+                    || super::guard::descendants(
+                        &candidates.iter().map(|c| c.pid).collect::<Vec<_>>(),
+                    )
+                    .contains(&pid)
+            };
+            if mine(l.pid) {
+                return Some((l, true));
+            }
+        }
+        if Instant::now() >= deadline {
+            return candidates.into_iter().next().map(|i| (i, false));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn supervise(
@@ -246,6 +385,7 @@ async fn supervise(
     mut ctl: mpsc::UnboundedReceiver<Control>,
     state: watch::Sender<State>,
     first: Running,
+    guard: &Guard,
 ) -> anyhow::Result<i32> {
     let mut run = first;
     let mut attempt = 0u32;
@@ -254,12 +394,42 @@ async fn supervise(
     loop {
         let status = wait_child(&cfg, &journal, &mut run, &mut ctl, &mut stopping).await;
         let exit_t = journal.now_s();
+        if run.tty {
+            take_terminal_back();
+        }
         super::reaper::forget(run.pid);
         let age = run.spawned.elapsed();
         let info = ExitInfo::from_status(status);
         let requested = stopping.is_some();
-        // Its last words (a watchdog line) are still in the pipe: read them before journalling the exit.
-        drain_pipes(&run).await;
+        // Nobody serves for witness until it knows whether a daemon took over.
+        state.send_replace(State::Down {
+            status: info.status(),
+        });
+        // A clean exit that leaves a process serving: the server daemonized.
+        let daemon = if !requested && info.code == Some(0) {
+            find_daemon(&cfg, guard).await
+        } else {
+            None
+        };
+        if daemon.is_none() {
+            // Its last words (a watchdog line) are still in the pipe: read them before journalling
+            // the exit. (A daemon keeps the pipes: nothing to wait for.)
+            drain_pipes(&run).await;
+        }
+        let daemon_what = |serves: bool| match (serves, cfg.port) {
+            (true, Some(p)) => format!("now serves port {p}"),
+            (_, Some(p)) => format!("keeps running (not listening on port {p})"),
+            _ => "keeps running".to_string(),
+        };
+        let meaning = match &daemon {
+            Some((d, serves)) => format!(
+                "{}: daemonized: pid {} (started by the server) {}",
+                info.meaning(),
+                d.pid,
+                daemon_what(*serves)
+            ),
+            None => info.meaning(),
+        };
         journal.emit_at(
             exit_t,
             Event::Exit {
@@ -270,10 +440,47 @@ async fn supervise(
                 age_s: age.as_secs_f64(),
                 status: info.status(),
                 requested,
-                meaning: info.meaning(),
+                meaning,
                 oom_killed: None,
             },
         );
+        if let Some((d, serves)) = daemon {
+            let command = tree::command_of(d.pid);
+            let what = daemon_what(serves);
+            guard
+                .adopted
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            journal.emit(Event::Note {
+                level: "notice".into(),
+                text: format!(
+                    "daemonized: pid {} (started by the server) {what}; witness adopted it as subreaper, measures it as the server and stops it at the end ({})",
+                    d.pid,
+                    command.join(" ")
+                ),
+            });
+            // The daemon's life begins for the analysis here: later levels are measured against it.
+            journal.emit(Event::Spawn {
+                pid: d.pid,
+                start_time: d.start_time,
+                command,
+                attempt,
+                container_id: None,
+            });
+            guard.tree.set_root(d.pid);
+            if let Some(w) = &guard.watchdog {
+                w.member(d.pid, d.start_time);
+            }
+            state.send_replace(State::Running(d.clone()));
+            run = Running {
+                child: None,
+                pid: d.pid,
+                spawned: Instant::now() - Duration::from_secs_f64(tree::age_of(d.start_time)),
+                identity: d,
+                readers: std::mem::take(&mut run.readers),
+                tty: false,
+            };
+            continue;
+        }
         clear_group(&journal, &mut run);
         state.send_replace(State::Down {
             status: info.status(),
@@ -328,7 +535,7 @@ async fn supervise(
             }
         }
         backoff = (backoff * 2).min(cfg.backoff_max);
-        run = match spawn_child(&cfg, &journal, attempt) {
+        run = match spawn_child(&cfg, &journal, attempt, guard) {
             Ok(r) => r,
             Err(e) => {
                 journal.emit(Event::Note {
@@ -362,8 +569,8 @@ async fn wait_child(
             }
         };
         tokio::select! {
-            st = run.child.wait() => {
-                return st.unwrap_or_else(|_| std::os::unix::process::ExitStatusExt::from_raw(1 << 8));
+            st = exited(&mut run.child, run.pid, run.identity.start_time) => {
+                return st;
             }
             c = ctl.recv(), if ctl_open => {
                 let Some(c) = c else { ctl_open = false; continue };
@@ -392,8 +599,40 @@ async fn wait_child(
     }
 }
 
+/// The child's exit; an adopted daemon's from the reaper (witness is its subreaper).
+async fn exited(
+    child: &mut Option<tokio::process::Child>,
+    pid: u32,
+    start_time: u64,
+) -> std::process::ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(c) = child {
+        return c
+            .wait()
+            .await
+            .unwrap_or_else(|_| std::process::ExitStatus::from_raw(1 << 8));
+    }
+    let mut gone_looks = 0;
+    loop {
+        if let Some(raw) = super::reaper::take_status(pid) {
+            return std::process::ExitStatus::from_raw(raw);
+        }
+        if super::identity_of(pid).is_none_or(|i| i.start_time != start_time) {
+            gone_looks += 1;
+            // Reaped by someone else: gone, status unknown (reported as a clean 0 would be a lie;
+            // 255 is "unknown" in the exit table).
+            if gone_looks > 20 {
+                return std::process::ExitStatus::from_raw(255 << 8);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 fn send_group(journal: &Journal, pgid: Pid, sig: Signal, reason: &str) {
-    if killpg(pgid, sig).is_ok() {
+    // A daemon that did not start its own group: signal the process itself.
+    let sent = killpg(pgid, sig).is_ok() || nix::sys::signal::kill(pgid, sig).is_ok();
+    if sent {
         journal.emit(Event::SignalSent {
             pid: pgid.as_raw() as u32,
             signal: signal_name(sig as i32),

@@ -11,7 +11,7 @@
 //! reaper holds while it scans, so a child that exits the instant it is spawned is never mistaken for
 //! an orphan).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -34,6 +34,32 @@ impl SpawnGuard {
 /// Take this before spawning a child witness will wait on, and register its pid with it.
 pub fn spawn_guard() -> SpawnGuard {
     SpawnGuard(own())
+}
+
+/// Whether witness spawned `pid` itself (its server root or a helper), rather than adopted it.
+pub fn is_own(pid: u32) -> bool {
+    own().contains(&pid)
+}
+
+/// Wait statuses of orphans witness reaped, for the tree watcher to say how they died.
+static REAPED: Mutex<BTreeMap<u32, i32>> = Mutex::new(BTreeMap::new());
+
+fn statuses() -> MutexGuard<'static, BTreeMap<u32, i32>> {
+    REAPED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The wait status of an orphan witness reaped, taken once.
+pub fn take_status(pid: u32) -> Option<i32> {
+    statuses().remove(&pid)
+}
+
+fn raw_status(s: nix::sys::wait::WaitStatus) -> Option<i32> {
+    use nix::sys::wait::WaitStatus;
+    match s {
+        WaitStatus::Exited(_, code) => Some((code & 0xff) << 8),
+        WaitStatus::Signaled(_, sig, core) => Some(sig as i32 | if core { 0x80 } else { 0 }),
+        _ => None,
+    }
 }
 
 /// Once witness has waited on its child, the pid may be reused by anything.
@@ -67,11 +93,27 @@ pub fn reap_orphans() -> Vec<u32> {
         let flags = Some(nix::sys::wait::WaitPidFlag::WNOHANG);
         if let Ok(s) = nix::sys::wait::waitpid(pid, flags) {
             if s != nix::sys::wait::WaitStatus::StillAlive {
+                if let Some(raw) = raw_status(s) {
+                    let mut r = statuses();
+                    // Nobody asks about most of them: keep the map bounded.
+                    if r.len() > 1024 {
+                        r.clear();
+                    }
+                    r.insert(stat.pid as u32, raw);
+                }
                 reaped.push(stat.pid as u32);
             }
         }
     }
     reaped
+}
+
+static RUNNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a reaping loop runs already (wrap starts one before the server; load and soak get one
+/// from the supervisor).
+pub fn running() -> bool {
+    RUNNING.load(Ordering::SeqCst)
 }
 
 /// The reaping loop: on every SIGCHLD, reap the orphans; counts them for the journal.
@@ -84,6 +126,7 @@ impl Reaper {
     /// Becomes a subreaper and starts reaping on SIGCHLD.
     pub fn start() -> std::io::Result<Self> {
         become_subreaper()?;
+        RUNNING.store(true, Ordering::SeqCst);
         let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
         let count = Arc::new(AtomicU64::new(0));
         let n = count.clone();
@@ -105,6 +148,7 @@ impl Reaper {
     /// Stops reaping (after one last round); returns how many orphans were reaped in all.
     pub fn stop(self) -> u64 {
         self.task.abort();
+        RUNNING.store(false, Ordering::SeqCst);
         let last = reap_orphans().len() as u64;
         self.count.load(Ordering::Relaxed) + last
     }

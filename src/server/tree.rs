@@ -1,0 +1,631 @@
+//! The server as a process tree: its descendants (pre-fork workers, `sh -c` children, daemons), each
+//! one's appearance and disappearance journalled as `worker_start` / `worker_exit`.
+//!
+//! Membership comes from /proc, looked at every [`POLL`]: the descendants of the server's root
+//! process, the orphans re-parented to witness (it is their subreaper), and everything in the tree's
+//! cgroup when there is one. How a worker died comes from the best source there is, named in the
+//! event: the kernel's process-event connector (`proc_connector`, needs CAP_NET_ADMIN), witness's own
+//! wait as subreaper (`wait`), the parent's log line naming its pid (`log_line`), else `unknown`
+//! ("gone, status unknown").
+//!
+//! The root's own state is watched too: a root in process state T (SIGSTOP, a debugger) is said to
+//! be "stopped", which is neither dead nor wedged.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::exit::ExitInfo;
+use super::guard::{Cgroup, Watchdog};
+use crate::journal::{Event, Journal};
+
+/// How often /proc is read for the tree.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// One process of the tree, as first seen.
+#[derive(Clone, Debug)]
+pub struct Member {
+    pub pid: u32,
+    pub ppid: u32,
+    pub start_time: u64,
+    pub command: Vec<String>,
+    seen: Instant,
+    age_when_seen: f64,
+}
+
+impl Member {
+    pub fn age_s(&self) -> f64 {
+        self.age_when_seen + self.seen.elapsed().as_secs_f64()
+    }
+}
+
+struct Shared {
+    root: AtomicU32,
+    stop: AtomicBool,
+    members: Mutex<BTreeMap<u32, Member>>,
+}
+
+/// The watcher of the server's tree; one per supervisor.
+pub struct Tree {
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Tree {
+    pub fn start(
+        journal: Journal,
+        watchdog: Option<Arc<Watchdog>>,
+        cgroup: Option<Cgroup>,
+    ) -> Tree {
+        let shared = Arc::new(Shared {
+            root: AtomicU32::new(0),
+            stop: AtomicBool::new(false),
+            members: Mutex::new(BTreeMap::new()),
+        });
+        let exits = connector::start();
+        let how = match exits {
+            Some(_) => "the kernel's process-event connector",
+            None => "witness's own wait as subreaper, the parent's log lines, or 'gone, status unknown' (the kernel's process-event connector needs CAP_NET_ADMIN)",
+        };
+        journal.emit(Event::Note {
+            level: "info".into(),
+            text: format!(
+                "watching the server's process tree{}; how a worker died is read from {how}",
+                if cgroup.is_some() {
+                    " (in its own cgroup)"
+                } else {
+                    ""
+                }
+            ),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("tree".into())
+            .spawn(move || watch(s, journal, watchdog, cgroup, exits))
+            .ok();
+        Tree { shared, thread }
+    }
+
+    /// The process witness now waits on as the server (a spawn, or an adopted daemon).
+    pub fn set_root(&self, pid: u32) {
+        self.members().retain(|p, _| *p != pid);
+        self.shared.root.store(pid, Ordering::SeqCst);
+    }
+
+    fn members(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Member>> {
+        self.shared
+            .members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The tree's live processes other than the root, as last seen.
+    pub fn snapshot(&self) -> Vec<Member> {
+        self.members().values().cloned().collect()
+    }
+
+    /// Stops watching (after one last look, so exits at the very end are journalled).
+    pub fn stop(mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A process as /proc shows it.
+#[derive(Clone, Debug)]
+struct Seen {
+    pid: u32,
+    ppid: u32,
+    start_time: u64,
+    state: char,
+}
+
+fn scan() -> Vec<Seen> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return vec![];
+    };
+    all.flatten()
+        .filter_map(|p| p.stat().ok())
+        .map(|s| Seen {
+            pid: s.pid as u32,
+            ppid: s.ppid as u32,
+            start_time: s.starttime,
+            state: s.state,
+        })
+        .collect()
+}
+
+/// The tree's members in `all`: below the root, orphans re-parented to witness that witness did not
+/// spawn itself, the cgroup's processes, and everything below those. The root is not a member.
+fn members_of(
+    all: &[Seen],
+    root: u32,
+    me: u32,
+    cgroup: &[u32],
+    own: &dyn Fn(u32) -> bool,
+) -> Vec<u32> {
+    let mut set: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
+    if root != 0 {
+        set.insert(root);
+    }
+    for s in all {
+        if (s.ppid == me && !own(s.pid)) || cgroup.contains(&s.pid) {
+            set.insert(s.pid);
+        }
+    }
+    loop {
+        let before = set.len();
+        for s in all {
+            if set.contains(&s.ppid) {
+                set.insert(s.pid);
+            }
+        }
+        if set.len() == before {
+            break;
+        }
+    }
+    set.remove(&root);
+    set.remove(&me);
+    all.iter()
+        .filter(|s| set.contains(&s.pid) && s.state != 'Z' && s.state != 'X')
+        .map(|s| s.pid)
+        .collect()
+}
+
+pub fn command_of(pid: u32) -> Vec<String> {
+    let Ok(p) = procfs::process::Process::new(pid as i32) else {
+        return vec![];
+    };
+    match p.cmdline() {
+        Ok(c) if !c.is_empty() => c,
+        _ => p.stat().map(|s| vec![s.comm]).unwrap_or_default(),
+    }
+}
+
+pub fn age_of(start_time: u64) -> f64 {
+    let hz = procfs::ticks_per_second() as f64;
+    use procfs::Current;
+    let up = procfs::Uptime::current()
+        .map(|u| u.uptime)
+        .unwrap_or_default();
+    (up - start_time as f64 / hz).max(0.0)
+}
+
+/// A member that disappeared and whose cause is still being looked for.
+struct Vanished {
+    member: Member,
+    t_s: f64,
+    age_s: f64,
+    looks: u32,
+}
+
+fn watch(
+    shared: Arc<Shared>,
+    journal: Journal,
+    watchdog: Option<Arc<Watchdog>>,
+    cgroup: Option<Cgroup>,
+    exits: Option<connector::Exits>,
+) {
+    let me = std::process::id();
+    let mut pending: Vec<Vanished> = Vec::new();
+    let mut stopped_root: Option<u32> = None;
+    let mut last = false;
+    loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            last = true;
+        }
+        let root = shared.root.load(Ordering::SeqCst);
+        let all = scan();
+        let in_cgroup = cgroup.as_ref().map(|c| c.pids()).unwrap_or_default();
+        let own = |p: u32| super::reaper::is_own(p);
+        let now: Vec<u32> = members_of(&all, root, me, &in_cgroup, &own);
+        let t_s = journal.now_s();
+        {
+            let mut members = shared.members.lock().unwrap_or_else(|e| e.into_inner());
+            // Gone: no longer a live member with the same start time.
+            let gone: Vec<u32> = members
+                .values()
+                .filter(|m| {
+                    !now.contains(&m.pid)
+                        || all
+                            .iter()
+                            .find(|s| s.pid == m.pid)
+                            .is_none_or(|s| s.start_time != m.start_time)
+                })
+                .map(|m| m.pid)
+                .collect();
+            for pid in gone {
+                if let Some(m) = members.remove(&pid) {
+                    // The root may have adopted it (a daemon): then it did not die.
+                    if pid == root {
+                        continue;
+                    }
+                    if let Some(w) = &watchdog {
+                        w.forget(pid);
+                    }
+                    let age_s = m.age_s();
+                    pending.push(Vanished {
+                        member: m,
+                        t_s,
+                        age_s,
+                        looks: 0,
+                    });
+                }
+            }
+            for pid in &now {
+                if members.contains_key(pid) {
+                    continue;
+                }
+                let Some(s) = all.iter().find(|s| s.pid == *pid) else {
+                    continue;
+                };
+                let m = Member {
+                    pid: *pid,
+                    ppid: s.ppid,
+                    start_time: s.start_time,
+                    command: command_of(*pid),
+                    seen: Instant::now(),
+                    age_when_seen: age_of(s.start_time),
+                };
+                if let Some(w) = &watchdog {
+                    w.member(m.pid, m.start_time);
+                }
+                journal.emit(Event::WorkerStart {
+                    pid: m.pid,
+                    ppid: m.ppid,
+                    start_time: m.start_time,
+                    command: m.command.clone(),
+                });
+                members.insert(*pid, m);
+            }
+        }
+        // The root stopped (state T) or resumed.
+        let root_state = all.iter().find(|s| s.pid == root).map(|s| s.state);
+        match (root_state, stopped_root) {
+            (Some('T'), None) if root != 0 => {
+                stopped_root = Some(root);
+                journal.emit(Event::Note {
+                    level: "warn".into(),
+                    text: format!(
+                        "server pid {root} is stopped (process state T: SIGSTOP or a debugger): alive but frozen, neither dead nor wedged"
+                    ),
+                });
+            }
+            (s, Some(p)) if s != Some('T') || p != root => {
+                stopped_root = None;
+                if s.is_some() && p == root {
+                    journal.emit(Event::Note {
+                        level: "info".into(),
+                        text: format!("server pid {p} is running again (no longer stopped)"),
+                    });
+                }
+            }
+            _ => {}
+        }
+        // Causes: the connector's exit status, witness's own wait, then (after a few looks, so a
+        // status that is on its way arrives first) the parent's log line, then unknown.
+        pending.retain_mut(|v| {
+            v.looks += 1;
+            let pid = v.member.pid;
+            let status = exits
+                .as_ref()
+                .and_then(|e| connector::take(e, pid))
+                .map(|s| (s, "proc_connector"))
+                .or_else(|| super::reaper::take_status(pid).map(|s| (s, "wait")));
+            let (how, source, code, signal) = match status {
+                Some((raw, source)) => {
+                    let info = ExitInfo::from_status(std::process::ExitStatus::from_raw(raw));
+                    (info.meaning(), source, info.code, info.signal_name())
+                }
+                None if v.looks < 4 && !last => return true,
+                None => match from_log(&journal, pid, v.t_s) {
+                    Some(how) => (how, "log_line", None, None),
+                    None if v.looks < 20 && !last => return true,
+                    None => ("gone, status unknown".to_string(), "unknown", None, None),
+                },
+            };
+            journal.emit_at(
+                v.t_s,
+                Event::WorkerExit {
+                    pid,
+                    ppid: v.member.ppid,
+                    command: v.member.command.clone(),
+                    age_s: v.age_s,
+                    how,
+                    source: source.into(),
+                    code,
+                    signal,
+                },
+            );
+            false
+        });
+        if last {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// How a worker died, from a log line near its end that names its pid (gunicorn's
+/// "WORKER TIMEOUT (pid:123)", "Worker (pid:123) was sent SIGKILL!").
+fn from_log(journal: &Journal, pid: u32, t_s: f64) -> Option<String> {
+    let lines: Vec<String> = journal
+        .lifecycle()
+        .into_iter()
+        .filter(|r| r.t_s >= t_s - 5.0 && r.t_s <= t_s + 2.0)
+        .filter_map(|r| match r.event {
+            Event::Log { line, .. } => Some(line),
+            _ => None,
+        })
+        .collect();
+    how_from_lines(&lines, pid)
+}
+
+/// The words for a worker's end from the log lines that name its pid, the most telling first.
+pub fn how_from_lines(lines: &[String], pid: u32) -> Option<String> {
+    let naming: Vec<&String> = lines.iter().filter(|l| names_pid(l, pid)).collect();
+    let has = |l: &&String, words: &[&str]| {
+        let l = l.to_ascii_lowercase();
+        words.iter().any(|w| l.contains(w))
+    };
+    // The line that says the most decides, and is the one quoted.
+    let telling: [(&[&str], &str); 3] = [
+        (&["sigkill", "signal 9"], "killed by SIGKILL"),
+        (
+            &["timeout", "timed out"],
+            "killed by its parent after a timeout",
+        ),
+        (&["signal"], "killed by a signal"),
+    ];
+    let (what, line) = telling
+        .iter()
+        .find_map(|(words, what)| naming.iter().find(|l| has(l, words)).map(|l| (*what, *l)))
+        .or_else(|| naming.last().map(|l| ("gone", *l)))?;
+    Some(format!("{what} (the server logged '{}')", line.trim()))
+}
+
+/// Whether a log line names `pid` as a process ("pid:123", "pid 123", "(123)", "[123]"), not merely
+/// contains the number (a port, a size).
+pub fn names_pid(line: &str, pid: u32) -> bool {
+    let n = pid.to_string();
+    let lower = line.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(&n) {
+        let at = from + i;
+        let end = at + n.len();
+        from = end;
+        let before = &lower[..at];
+        let after = lower[end..].chars().next();
+        if after.is_some_and(|c| c.is_ascii_digit())
+            || before.chars().last().is_some_and(|c| c.is_ascii_digit())
+        {
+            continue;
+        }
+        let b = before.trim_end_matches([' ', ':', '=', '#']);
+        if b.ends_with("pid")
+            || b.ends_with("process")
+            || b.ends_with("worker")
+            || b.ends_with("child")
+        {
+            return true;
+        }
+        if (before.ends_with('(') && after == Some(')'))
+            || (before.ends_with('[') && after == Some(']'))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// The kernel's process-event connector: the exit status of every process that exits, as it exits
+/// (netlink, CN_IDX_PROC). Needs CAP_NET_ADMIN; None without it.
+mod connector {
+    use super::*;
+
+    pub type Exits = Arc<Mutex<BTreeMap<u32, (i32, Instant)>>>;
+
+    const CN_IDX_PROC: u32 = 1;
+    const CN_VAL_PROC: u32 = 1;
+    const PROC_CN_MCAST_LISTEN: u32 = 1;
+    const PROC_EVENT_EXIT: u32 = 0x8000_0000;
+    const NLMSG_DONE: u16 = 3;
+    /// nlmsghdr (16) + cn_msg (20) + proc_event's what, cpu, timestamp (16).
+    const DATA: usize = 52;
+
+    pub fn take(e: &Exits, pid: u32) -> Option<i32> {
+        e.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&pid)
+            .map(|(s, _)| s)
+    }
+
+    pub fn start() -> Option<Exits> {
+        // SAFETY: plain socket calls on a descriptor we own; buffers outlive the calls.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+                libc::NETLINK_CONNECTOR,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        let close = |fd| unsafe { libc::close(fd) };
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        addr.nl_groups = CN_IDX_PROC;
+        let len = std::mem::size_of::<libc::sockaddr_nl>() as u32;
+        if unsafe { libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len) } != 0 {
+            close(fd);
+            return None;
+        }
+        let mut msg = Vec::with_capacity(40);
+        msg.extend_from_slice(&40u32.to_ne_bytes());
+        msg.extend_from_slice(&NLMSG_DONE.to_ne_bytes());
+        msg.extend_from_slice(&0u16.to_ne_bytes());
+        msg.extend_from_slice(&0u32.to_ne_bytes());
+        msg.extend_from_slice(&0u32.to_ne_bytes());
+        msg.extend_from_slice(&CN_IDX_PROC.to_ne_bytes());
+        msg.extend_from_slice(&CN_VAL_PROC.to_ne_bytes());
+        msg.extend_from_slice(&0u32.to_ne_bytes());
+        msg.extend_from_slice(&0u32.to_ne_bytes());
+        msg.extend_from_slice(&4u16.to_ne_bytes());
+        msg.extend_from_slice(&0u16.to_ne_bytes());
+        msg.extend_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
+        if unsafe { libc::send(fd, msg.as_ptr() as *const libc::c_void, msg.len(), 0) } < 0 {
+            close(fd);
+            return None;
+        }
+        // Unprivileged, the subscription is accepted but nothing arrives: check the capability.
+        if !has_net_admin() {
+            close(fd);
+            return None;
+        }
+        let tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 200_000,
+        };
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &tv as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+        let exits: Exits = Arc::new(Mutex::new(BTreeMap::new()));
+        let out = exits.clone();
+        let weak = Arc::downgrade(&exits);
+        std::thread::Builder::new()
+            .name("proc-connector".into())
+            .spawn(move || {
+                let mut buf = vec![0u8; 8192];
+                // Ends when the tree watcher drops its handle.
+                while let Some(exits) = weak.upgrade() {
+                    let n = unsafe {
+                        libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0)
+                    };
+                    if n < DATA as isize + 16 {
+                        continue;
+                    }
+                    let u = |o: usize| u32::from_ne_bytes(buf[o..o + 4].try_into().unwrap());
+                    if u(36) != PROC_EVENT_EXIT {
+                        continue;
+                    }
+                    let (pid, tgid, code) = (u(DATA), u(DATA + 4), u(DATA + 8));
+                    // Threads exit too; only a whole process's end counts.
+                    if pid != tgid {
+                        continue;
+                    }
+                    let mut m = exits.lock().unwrap_or_else(|p| p.into_inner());
+                    m.insert(pid, (code as i32, Instant::now()));
+                    // Every process on the machine reports here: keep only the last moments.
+                    if m.len() > 4096 {
+                        m.retain(|_, (_, t)| t.elapsed() < Duration::from_secs(10));
+                    }
+                }
+                close(fd);
+            })
+            .ok()?;
+        Some(out)
+    }
+
+    /// CAP_NET_ADMIN in the effective set (/proc/self/status `CapEff`, bit 12).
+    fn has_net_admin() -> bool {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("CapEff:"))
+                    .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            })
+            .is_some_and(|caps| caps & (1 << 12) != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pid_is_named_only_as_a_process() {
+        assert!(names_pid("[CRITICAL] WORKER TIMEOUT (pid:1234)", 1234));
+        assert!(names_pid(
+            "Worker (pid:1234) was sent SIGKILL! Perhaps out of memory?",
+            1234
+        ));
+        assert!(names_pid("child 1234 exited", 1234));
+        assert!(names_pid("worker process 1234 exited on signal 9", 1234));
+        assert!(!names_pid("listening on port 1234", 1234));
+        assert!(!names_pid("WORKER TIMEOUT (pid:12345)", 1234));
+        assert!(!names_pid("WORKER TIMEOUT (pid:91234)", 1234));
+    }
+
+    #[test]
+    fn the_parents_words_say_how_the_worker_died() {
+        let lines = vec![
+            "[CRITICAL] WORKER TIMEOUT (pid:77)".to_string(),
+            "[ERROR] Worker (pid:77) was sent SIGKILL! Perhaps out of memory?".to_string(),
+            "[INFO] Booting worker with pid: 78".to_string(),
+        ];
+        let how = how_from_lines(&lines, 77).unwrap();
+        assert!(how.starts_with("killed by SIGKILL"), "{how}");
+        assert!(how.contains("was sent SIGKILL"), "{how}");
+        let exiting = vec![
+            lines[0].clone(),
+            "[INFO] Worker exiting (pid: 77)".to_string(),
+        ];
+        let how = how_from_lines(&exiting, 77).unwrap();
+        assert!(
+            how.contains("WORKER TIMEOUT"),
+            "the telling line is quoted: {how}"
+        );
+        let how = how_from_lines(&lines[..1], 77).unwrap();
+        assert!(
+            how.starts_with("killed by its parent after a timeout"),
+            "{how}"
+        );
+        assert_eq!(how_from_lines(&lines, 79), None);
+    }
+
+    #[test]
+    fn members_are_below_the_root_or_orphaned_to_witness() {
+        let s = |pid, ppid| Seen {
+            pid,
+            ppid,
+            start_time: 1,
+            state: 'S',
+        };
+        // 10 root, 11/12 its workers, 13 a grandchild; 20 an orphan of witness (5); 30 a stranger;
+        // 40 witness's own helper.
+        let all = vec![
+            s(10, 5),
+            s(11, 10),
+            s(12, 10),
+            s(13, 12),
+            s(20, 5),
+            s(21, 20),
+            s(30, 1),
+            s(40, 5),
+        ];
+        let own = |p: u32| p == 10 || p == 40;
+        let mut m = members_of(&all, 10, 5, &[], &own);
+        m.sort();
+        assert_eq!(m, vec![11, 12, 13, 20, 21]);
+        let m = members_of(&all, 10, 5, &[30], &own);
+        assert!(m.contains(&30));
+    }
+}
