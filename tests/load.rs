@@ -229,6 +229,45 @@ fn capacity_refusals_are_rejected_not_errors() {
     assert_eq!(out.status.code(), Some(0));
 }
 
+/// A capacity refusal recognised by its status alone: the body carries no QUEUE_FULL marker.
+fn plain_refusals_by_status(status: &str) {
+    let dir = tempdir(&format!("plain{status}"));
+    let r = dir.join("r.json");
+    let out = load_own(
+        &["--levels", "8", "--rounds", "2", "--settle", "100ms"],
+        &[
+            "--call",
+            "sleep:300ms",
+            "--capacity",
+            "2",
+            "--reject-status",
+            status,
+            "--reject-body",
+            "busy, try later",
+        ],
+        &r,
+    );
+    let report = json(&r);
+    let l = &levels(&report)[0];
+    assert!(l["counts"]["rejected"].as_u64().unwrap() >= 6, "{l:#}");
+    assert_eq!(
+        l["counts"]["error"], 0,
+        "HTTP {status} is a refusal, not an error: {l:#}"
+    );
+    assert_eq!(l["verdict"], "pass", "{l:#}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_plain_429_without_a_body_marker_is_rejected_by_its_status() {
+    plain_refusals_by_status("429");
+}
+
+#[test]
+fn a_plain_503_without_a_body_marker_is_rejected_by_its_status() {
+    plain_refusals_by_status("503");
+}
+
 #[test]
 fn a_listener_whose_connects_stall_is_refused_with_the_floor_printed() {
     let dir = tempdir("stall");
@@ -269,38 +308,91 @@ fn a_remote_address_is_refused_before_any_request() {
     assert!(!r.exists(), "nothing was run, so nothing was reported");
 }
 
-#[test]
-fn localhost_resolving_to_an_unused_ipv6_first_is_named_with_the_fix() {
-    let dir = tempdir("localhost");
-    let r = dir.join("r.json");
-    let port = free_port().to_string();
-    let resolves_v6_first = std::net::ToSocketAddrs::to_socket_addrs(&("localhost", 80))
-        .map(|mut a| a.next().is_some_and(|a| a.is_ipv6()))
-        .unwrap_or(false);
+/// Runs `witness load --url http://localhost:PORT/call` against a toy server in a mount namespace of
+/// its own whose /etc/hosts is `hosts` (`unshare -m`, a bind mount: needs root), so the case does not
+/// depend on the machine's hosts file. None (after saying SKIPPED) where that cannot be done here;
+/// with CI=true that is a failure, since CI runs as root.
+fn load_localhost_with_hosts(tag: &str, hosts: &str) -> Option<(u16, serde_json::Value, i32)> {
+    let dir = tempdir(tag);
+    let (r, hosts_file) = (dir.join("r.json"), dir.join("hosts"));
+    std::fs::write(&hosts_file, hosts).unwrap();
+    let probe = Command::new("unshare")
+        .args(["-m", "sh", "-c", "mount --bind \"$0\" /etc/hosts"])
+        .arg(&hosts_file)
+        .output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        let why = match probe {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Err(e) => format!("unshare: {e}"),
+        };
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true: the localhost test needs a mount namespace (root, unshare -m): {why}"
+        );
+        skipped(&format!(
+            "{tag}: no mount namespace for a private /etc/hosts ({why}); run as root"
+        ));
+        return None;
+    }
+    let port = free_port();
     let url = format!("http://localhost:{port}/call");
     let out = run_bounded(
-        Command::new(witness())
+        Command::new("unshare")
+            .args([
+                "-m",
+                "sh",
+                "-c",
+                "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
+            ])
+            .arg(&hosts_file)
+            .arg(witness())
             .args([
                 "load", "--url", &url, "--levels", "1", "--settle", "0s", "--report",
             ])
             .arg(&r)
             .arg("--")
             .arg(toy())
-            .args(["--port", &port]),
+            .args(["--port", &port.to_string()]),
         Duration::from_secs(30),
     );
-    let report = json(&r);
-    let advice = &report["connect_floor"]["advice"];
-    if resolves_v6_first {
-        let a = advice
-            .as_str()
-            .expect("advice when ::1 comes first and refuses");
-        assert!(a.contains("localhost resolves to ::1 first"), "{a}");
-        assert!(a.contains(&format!("use http://127.0.0.1:{port}")), "{a}");
-    } else {
-        assert!(advice.is_null(), "127.0.0.1 first: nothing to advise");
-    }
-    assert_eq!(out.status.code(), Some(0));
+    let code = out.status.code().unwrap_or(-1);
+    assert!(
+        r.exists(),
+        "no report; witness said:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some((port, json(&r), code))
+}
+
+#[test]
+fn localhost_resolving_to_an_unused_ipv6_first_is_named_with_the_fix() {
+    // Debian's and Ubuntu's stock hosts file: `::1 localhost` present, so ::1 comes first, where the
+    // toy server (127.0.0.1 only) refuses.
+    let debian = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+    let Some((port, report, code)) = load_localhost_with_hosts("localhost-v6", debian) else {
+        return;
+    };
+    let a = report["connect_floor"]["advice"]
+        .as_str()
+        .unwrap_or_else(|| panic!("advice when ::1 comes first and refuses: {report:#}"));
+    assert!(a.contains("localhost resolves to [::1] first"), "{a}");
+    assert!(a.contains("connection refused"), "{a}");
+    assert!(a.contains(&format!("use http://127.0.0.1:{port}")), "{a}");
+    assert_eq!(code, 0, "the requests still reach 127.0.0.1");
+}
+
+#[test]
+fn localhost_resolving_to_127_0_0_1_only_gets_no_advice() {
+    let Some((_, report, code)) =
+        load_localhost_with_hosts("localhost-v4", "127.0.0.1\tlocalhost\n")
+    else {
+        return;
+    };
+    assert!(
+        report["connect_floor"]["advice"].is_null(),
+        "127.0.0.1 first: nothing to advise: {report:#}"
+    );
+    assert_eq!(code, 0);
 }
 
 #[test]

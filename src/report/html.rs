@@ -1013,18 +1013,55 @@ mod tests {
         assert!(html.contains("<title>witness wrap timeline (partial)</title>"));
     }
 
+    /// The value of `attr="…"` in the first tag that starts with `tag_start`.
+    fn attr_of(html: &str, tag_start: &str, attr: &str) -> f64 {
+        let tag = html
+            .split(tag_start)
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {tag_start:?} in the page"));
+        let v = tag
+            .split(&format!(" {attr}=\""))
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or_else(|| panic!("no {attr} in {tag_start:?}"));
+        v.parse().unwrap()
+    }
+
     #[test]
-    fn the_deadline_line_sits_where_the_timer_fires() {
-        let a = seed_like();
-        let html = page(&a);
-        let x = format!(
-            "{:.1}",
-            GUTTER + 6.0 / a.picture.end_s * (WIDTH - GUTTER - RIGHT)
-        );
+    fn the_deadline_line_sits_on_the_6s_tick_where_the_failed_requests_end() {
+        // What a reader sees: the dashed deadline stands on the axis's "6s" tick, and the two bars
+        // of the requests that died at the watchdog end against it.
+        let html = page(&seed_like());
+        let tick = html
+            .split("<text x=\"")
+            .find_map(|t| {
+                let (x, rest) = t.split_once('"')?;
+                rest.split("</text>")
+                    .next()?
+                    .ends_with(">6s")
+                    .then(|| x.parse::<f64>().ok())?
+            })
+            .expect("an axis tick labelled 6s");
+        let deadline = attr_of(&html, "<line class=\"deadline\"", "x1");
         assert!(
-            html.contains(&format!("<line class=\"deadline\" x1=\"{x}\"")),
-            "deadline at x={x}"
+            (deadline - tick).abs() < 0.15,
+            "deadline at x={deadline}, the 6s tick at x={tick}"
         );
+        let ends: Vec<f64> = html
+            .split("<rect class=\"error\"")
+            .skip(1)
+            .map(|r| {
+                let r = format!("<rect{r}");
+                attr_of(&r, "<rect", "x") + attr_of(&r, "<rect", "width")
+            })
+            .collect();
+        assert_eq!(ends.len(), 2, "{ends:?}");
+        for e in ends {
+            assert!(
+                (e - deadline).abs() < 5.0,
+                "a failed bar ends at x={e}, the deadline at x={deadline}"
+            );
+        }
     }
 
     #[test]
