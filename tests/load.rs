@@ -454,6 +454,110 @@ fn ctrl_c_mid_run_keeps_what_was_measured_labelled_partial_and_stops_the_server(
 }
 
 #[test]
+fn kill_9_during_a_load_loses_at_most_the_last_flush_interval_of_requests() {
+    let dir = tempdir("kill9load");
+    let j = dir.join("j.jsonl");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/call");
+    // Four workers, 10 ms per request: requests are always in flight. No resource or GPU samples
+    // in the window, so nothing but the journal's own flusher writes the requests out.
+    let child = Command::new(witness())
+        .args(["load", "--url", &url, "--levels", "4", "--duration", "30s"])
+        .args(["--sample-interval", "60s", "--gpu", "off", "--journal"])
+        .arg(&j)
+        .arg("--")
+        .arg(toy())
+        .args(["--port", &port, "--call", "sleep:10ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait on the server's own count, not on the journal: the kill must not be timed by a flush.
+    let stats = || -> Option<serde_json::Value> {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port.parse().unwrap())).ok()?;
+        c.write_all(b"GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut body = String::new();
+        c.read_to_string(&mut body).ok()?;
+        serde_json::from_str(body.split("\r\n\r\n").nth(1)?).ok()
+    };
+    wait_until(
+        "the server to answer 300 calls, with more in flight",
+        Duration::from_secs(30),
+        || {
+            stats().is_some_and(|s| {
+                s["requests"].as_u64().unwrap_or(0) >= 300
+                    && s["in_flight"].as_u64().unwrap_or(0) > 0
+            })
+        },
+    );
+    let started = journal_lines(&j)[0]["started_unix_s"].as_f64().unwrap();
+    let unix_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let kill_t = unix_now() - started;
+    kill(child.id() as i32, 9);
+    let out = wait_bounded(child, Duration::from_secs(10));
+    assert_eq!(out.status.code(), None, "killed by SIGKILL");
+
+    // A kill can cut the last line mid-write: read the complete ones.
+    let text = std::fs::read_to_string(&j).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        !lines.iter().any(|l| l["kind"] == "level_end"),
+        "witness was killed mid-level, with requests in flight"
+    );
+    let ends: Vec<f64> = lines
+        .iter()
+        .filter(|l| l["kind"] == "request")
+        .map(|l| l["t_s"].as_f64().unwrap())
+        .collect();
+    let last = ends.iter().copied().fold(0.0, f64::max);
+    // The flusher writes at least every 50 ms; the rest is scheduling on a busy machine.
+    let flush_interval = 0.05;
+    let slack = 0.25;
+    assert!(
+        last >= kill_t - flush_interval - slack,
+        "the journal's last request ended at t={last:.3}s, but witness was killed at t={kill_t:.3}s: \
+         more than the {flush_interval} s flush interval of requests was lost ({} requests on disk)",
+        ends.len()
+    );
+    // Every request up to the last one on disk is there: the ids have no gap but at the tail.
+    let mut ids: Vec<u64> = lines
+        .iter()
+        .filter(|l| l["kind"] == "request")
+        .map(|l| l["id"].as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    let gaps = ids.windows(2).filter(|w| w[1] != w[0] + 1).count();
+    assert!(gaps <= 1, "{gaps} gaps in the request ids on disk");
+    // And `witness report` renders it, labelled partial.
+    let out = run_bounded(
+        Command::new(witness()).arg("report").arg(&j),
+        Duration::from_secs(10),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("partial: journal ends at t="));
+    // witness's own server died with it (its own process group, its death signal).
+    let server = lines
+        .iter()
+        .find(|l| l["kind"] == "spawn")
+        .and_then(|l| l["pid"].as_i64())
+        .unwrap() as i32;
+    wait_until(
+        "the server to die with witness",
+        Duration::from_secs(5),
+        || !alive(server),
+    );
+}
+
+#[test]
 fn a_target_unhealthy_before_the_first_level_is_refused_with_exit_3() {
     let dir = tempdir("unhealthy");
     let r = dir.join("r.json");
