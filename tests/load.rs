@@ -69,10 +69,29 @@ fn a_server_that_never_answers_fails_every_level_with_timeouts_in_bounded_time()
             .unwrap()
             .contains("witness's own 1s whole-request limit"));
     }
+    // The live rows on stdout, under a header naming the columns: n=8, 0 ok, 8 timeouts, no ok
+    // request so no max or percentiles, and the time the timeouts took to give up apart.
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("8   ok=0 timeout=8 error=0 rejected=0"),
+    let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header[..8],
+        ["n", "ok", "timeout", "error", "rejected", "max", "p50", "p99"],
         "{stdout}"
+    );
+    let row8: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("8"))
+        .unwrap_or_else(|| panic!("no row for n=8: {stdout}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row8[..8],
+        ["8", "0", "8", "0", "0", "-", "-", "-"],
+        "{stdout}"
+    );
+    assert!(
+        row8[8].starts_with("1.0"),
+        "gave up after the 1 s limit: {stdout}"
     );
 }
 
@@ -577,4 +596,95 @@ fn a_target_unhealthy_before_the_first_level_is_refused_with_exit_3() {
     let report = json(&r);
     assert_eq!(report["verdict"], "refused");
     assert!(levels(&report).is_empty());
+}
+
+/// Runs `witness ARGS` on a pseudo-terminal (util-linux `script`), stdout and stderr both on it, as
+/// a user at a terminal sees it. None (after saying SKIPPED) without `script`; a failure with CI=true.
+fn on_a_terminal(args: &[String]) -> Option<String> {
+    let have_script = Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_script {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but no `script` (util-linux) to give witness a terminal"
+        );
+        skipped("load on a terminal: no `script` command (util-linux)");
+        return None;
+    }
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let cmd = std::iter::once(witness().display().to_string())
+        .chain(args.iter().cloned())
+        .map(|a| quote(&a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = run_bounded(
+        Command::new("script")
+            .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+            .env("TERM", "xterm")
+            .env("WITNESS_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+            .env_remove("WITNESS_FAKE_GPU"),
+        Duration::from_secs(60),
+    );
+    Some(String::from_utf8_lossy(&out.stdout).replace('\r', ""))
+}
+
+#[test]
+fn load_on_a_terminal_shows_live_progress_and_says_each_thing_once() {
+    let dir = tempdir("tty");
+    let port = free_port().to_string();
+    let args: Vec<String> = [
+        "load",
+        "--url",
+        &format!("http://127.0.0.1:{port}/call"),
+        "--levels",
+        "1,2",
+        "--rounds",
+        "3",
+        "--settle",
+        "0s",
+        "--report",
+        &dir.join("r.json").display().to_string(),
+        "--",
+        &toy().display().to_string(),
+        "--port",
+        &port,
+        "--call",
+        "sleep:400ms",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let Some(screen) = on_a_terminal(&args) else {
+        return;
+    };
+    // Within a level (1.2 s each), the progress line: elapsed, outcomes so far, in flight.
+    assert!(
+        screen.contains("level 2 (n=2)") && screen.contains("in flight=2"),
+        "no live progress within a level:\n{screen}"
+    );
+    // Each thing once: the column header, each level's row, the connect floor.
+    assert_eq!(
+        screen.matches("health after restarted").count(),
+        1,
+        "{screen}"
+    );
+    for n in ["1", "2"] {
+        let rows = screen
+            .lines()
+            // The progress line is erased in place (ESC [2K) before the row is written.
+            .flat_map(|l| l.split('\x1b'))
+            .map(|p| p.trim_start_matches("[2K"))
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.first() == Some(&n) && f.last() == Some(&"PASS")
+            })
+            .count();
+        assert_eq!(rows, 1, "the row for n={n} once:\n{screen}");
+    }
+    assert_eq!(screen.matches("connect floor").count(), 1, "{screen}");
+    assert!(screen.contains("verdict: PASS"), "{screen}");
+    // No NVIDIA driver here (NVML pointed at nothing) and no --gpu on: no GPU words at all.
+    assert!(!screen.to_lowercase().contains("gpu"), "{screen}");
 }

@@ -11,6 +11,7 @@ use hyper::Uri;
 use super::client::{self, Limits, RequestSpec};
 use super::health::Prober;
 use super::outcome::Rejection;
+use super::progress::LevelProgress;
 use crate::journal::{group_of_level, Event, Journal};
 use crate::server::Target;
 
@@ -34,7 +35,9 @@ enum Budget {
     Until(Instant),
 }
 
-/// Runs one level; returns when its LevelEnd is journalled. `on_level_end` lets the caller print.
+/// Runs one level; returns when its LevelEnd is journalled. With `live` (stderr is a terminal) a
+/// progress line shows elapsed time, outcomes so far and requests in flight while it runs.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_level(
     cfg: &LadderConfig,
     index: u32,
@@ -43,6 +46,7 @@ pub async fn run_level(
     prober: &Prober,
     journal: &Journal,
     ids: &Arc<AtomicU64>,
+    live: bool,
 ) {
     let before = prober.probe_journalled(journal, "before").await;
     let identity = target.identity();
@@ -74,8 +78,10 @@ pub async fn run_level(
     };
     let http = client::client(cfg.limits, concurrency as usize);
     let group: Arc<str> = group_of_level(index).into();
+    let progress = LevelProgress::start(live, index, concurrency);
     let mut workers = tokio::task::JoinSet::new();
     for w in 0..concurrency {
+        let tally = progress.tally.clone();
         let http = http.clone();
         let spec = cfg.spec.clone();
         let rej = cfg.rejection.clone();
@@ -92,7 +98,9 @@ pub async fn run_level(
                     Budget::Until(t) if Instant::now() >= t => break,
                     _ => {}
                 }
+                tally.started();
                 let s = client::send(&http, &spec, limits, &rej).await;
+                tally.finished(&s.outcome);
                 sent += 1;
                 journal.emit_at(
                     clock.at(s.end),
@@ -112,6 +120,7 @@ pub async fn run_level(
         });
     }
     while workers.join_next().await.is_some() {}
+    progress.finish();
     tokio::time::sleep(cfg.settle).await;
     let after = prober.probe_journalled(journal, "after").await;
     journal.emit(Event::LevelEnd {
