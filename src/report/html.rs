@@ -255,7 +255,7 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
     if l.levels.is_empty() {
         return;
     }
-    o.push_str("<table><tr><th>concurrency</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
+    o.push_str("<table><tr><th>concurrency</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>ok max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
     let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
     for r in &l.levels {
         let class = match r.verdict.as_str() {
@@ -273,7 +273,7 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
             c.timeout,
             c.error,
             c.rejected,
-            s(r.max_s),
+            s(r.latency.as_ref().map(|l| l.max)),
             s(r.latency.as_ref().map(|l| l.p50)),
             s(r.latency.as_ref().map(|l| l.p99)),
             r.time_to_give_up
@@ -1062,6 +1062,28 @@ mod tests {
                 "a failed bar ends at x={e}, the deadline at x={deadline}"
             );
         }
+    }
+
+    #[test]
+    fn the_level_tables_max_is_the_slowest_ok_request_and_give_up_time_has_its_own_column() {
+        let a = crate::report::terminal::tests::level_with_a_slow_failure();
+        let html = page(&a);
+        let row = html
+            .split("<tr class=\"bad\"><td class=\"n\">2</td>")
+            .nth(1)
+            .expect("the level's row")
+            .split("</tr>")
+            .next()
+            .unwrap();
+        let cells: Vec<&str> = row
+            .split("<td")
+            .skip(1)
+            .map(|c| c.split('>').nth(1).unwrap().trim_end_matches("</td"))
+            .collect();
+        // verdict, ok, timeout, error, rejected, ok max, ok p50, ok p99, gave up after, …
+        assert_eq!(cells[5], "1.000s", "{row}");
+        assert_eq!(cells[8], "6.00–6.00s", "{row}");
+        assert!(html.contains("<th>ok max</th>"));
     }
 
     #[test]

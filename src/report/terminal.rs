@@ -498,14 +498,14 @@ pub fn gpu(t: &Terminal, a: &Analysis) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::analyze::analyze;
     use crate::analyze::tests::{end, loaded};
     use crate::journal::{ErrorKind, Event, LoadSettings, Outcome, Probe, Settings};
 
     /// One level of 2: an ok request of 1 s, and a request that gave up after 6 s (its server died).
-    fn level_with_a_slow_failure() -> Analysis {
+    pub(crate) fn level_with_a_slow_failure() -> Analysis {
         let probe = Probe {
             status: Some(200),
             error: None,
