@@ -542,6 +542,10 @@ fn kill_9_during_a_load_loses_at_most_the_last_flush_interval_of_requests() {
     // The flusher writes at least every 50 ms; the rest is scheduling on a busy machine.
     let flush_interval = 0.05;
     let slack = 0.25;
+    eprintln!(
+        "killed at t={kill_t:.3}s; the last request on disk ended at t={last:.3}s ({} requests)",
+        ends.len()
+    );
     assert!(
         last >= kill_t - flush_interval - slack,
         "the journal's last request ended at t={last:.3}s, but witness was killed at t={kill_t:.3}s: \
