@@ -37,7 +37,8 @@
 //! - `--die-after DUR`: exit silently after DUR, with code `--die-code N` (default 1).
 //! - `--ready-delay DUR`: sleep DUR before binding (a slow start).
 //! - `--capacity N`: with more than N `/call` requests in flight, answer at once with 429
-//!   `{"error":"QUEUE_FULL"}`; `--reject-status CODE` uses CODE (e.g. 503) instead of 429.
+//!   `{"error":"QUEUE_FULL"}`; `--reject-status CODE` uses CODE (e.g. 503) instead of 429, and
+//!   `--reject-body TEXT` answers TEXT instead of the QUEUE_FULL body (a plain refusal, no marker).
 //! - `--leak BYTES`: every `/call` allocates BYTES, touches every page, and keeps it forever.
 //! - `--health-fail-after N`: after N `/call` requests have been answered with 200,
 //!   `/health` answers 500 `unhealthy`.
@@ -84,6 +85,7 @@ usage: toy_server [FLAGS]
   --ready-delay DUR           sleep DUR before binding
   --capacity N                more than N /call in flight -> 429 {\"error\":\"QUEUE_FULL\"}
   --reject-status CODE        status used by --capacity instead of 429 (e.g. 503)
+  --reject-body TEXT          body used by --capacity instead of {\"error\":\"QUEUE_FULL\"}
   --leak BYTES                every /call leaks BYTES of touched memory (64k, 1m, ...)
   --health-fail-after N       /health answers 500 once N /call requests were answered
   --require-secret-env NAME   /call needs 'Authorization: Bearer $NAME' (else 401)
@@ -122,6 +124,7 @@ struct Config {
     capacity: Option<u64>,
     max_conns: Option<u64>,
     reject_status: u16,
+    reject_body: String,
     leak: usize,
     health_fail_after: Option<u64>,
     secret_env: Option<String>,
@@ -143,6 +146,7 @@ impl Default for Config {
             capacity: None,
             max_conns: None,
             reject_status: 429,
+            reject_body: r#"{"error":"QUEUE_FULL"}"#.to_string(),
             leak: 0,
             health_fail_after: None,
             secret_env: None,
@@ -331,6 +335,9 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Config, String> 
                     return Err(bad_value(f, &v, "an HTTP status code 100-599"));
                 }
                 cfg.reject_status = code;
+            }
+            "--reject-body" => {
+                cfg.reject_body = value_of(f, inline, &mut it)?;
             }
             "--leak" => {
                 let v = value_of(f, inline, &mut it)?;
@@ -642,7 +649,7 @@ fn call(state: &State, req: &Request) -> (u16, &'static str, String) {
     if state.cfg.capacity.is_some_and(|cap| now > cap) {
         state.in_flight.fetch_sub(1, Ordering::SeqCst);
         let status = state.cfg.reject_status;
-        return (status, JSON, r#"{"error":"QUEUE_FULL"}"#.to_string());
+        return (status, JSON, state.cfg.reject_body.clone());
     }
     leak(state);
     match state.cfg.call {

@@ -146,7 +146,8 @@ fn wrap_with_gpu_auto_and_no_driver_runs_normally_and_says_not_sampled() {
 }
 
 #[test]
-fn load_with_gpu_auto_and_no_driver_runs_normally_and_says_not_sampled() {
+fn load_with_gpu_auto_and_no_driver_runs_normally_says_nothing_about_gpus_and_reports_not_sampled()
+{
     let dir = tempdir();
     let report = dir.join("r.json");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -174,7 +175,11 @@ fn load_with_gpu_auto_and_no_driver_runs_normally_and_says_not_sampled() {
         .unwrap();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(err.contains("no NVIDIA driver"), "one line says so: {err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !err.to_lowercase().contains("gpu") && !out.to_lowercase().contains("gpu"),
+        "no GPU words on a machine without a driver and without --gpu on: {err}{out}"
+    );
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(r["verdict"], "pass");

@@ -143,7 +143,14 @@ fn restart_always_counts_restarts_and_backs_off() {
 fn sigterm_to_witness_is_forwarded_and_no_grandchild_survives() {
     let dir = tempdir("term");
     let pidfile = dir.join("grandchild.pid");
-    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let record = dir.join("grandchild.signal");
+    // The grandchild records the signal it got: TERM proves the *group* was signalled; a grandchild
+    // that dies of the clean-up SIGKILL after its parent writes nothing.
+    let script = format!(
+        "sh -c 'trap \"echo TERM > {rec}; exit 0\" TERM; while :; do sleep 0.05; done' & echo $! > {pid}; wait",
+        rec = record.display(),
+        pid = pidfile.display()
+    );
     let child = Command::new(witness())
         .args(["wrap", "--", "sh", "-c", &script])
         .stdout(Stdio::null())
@@ -172,6 +179,31 @@ fn sigterm_to_witness_is_forwarded_and_no_grandchild_survives() {
     });
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("sent SIGTERM to process group"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap_or_default().trim(),
+        "TERM",
+        "the grandchild itself received SIGTERM (not only the clean-up SIGKILL); witness said:\n{stderr}"
+    );
+}
+
+#[test]
+fn a_chatty_child_passed_through_cannot_hang_the_test_harness() {
+    // 4 MB through witness's stdout: far more than a pipe holds, so a harness that reads the output
+    // only after the exit would wait forever on a witness blocked writing it.
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["wrap", "--"])
+            .arg(spew())
+            .args(["--long-line", "0", "--lines", "4m"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout.len(), 4 << 20, "every byte passed through");
 }
 
 #[test]

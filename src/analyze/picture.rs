@@ -681,13 +681,17 @@ fn series(recs: &[Record]) -> Vec<Series> {
                 ..
             } => {
                 let k = pid.to_string();
-                add(
-                    "server RSS".into(),
-                    Unit::Bytes,
-                    k.clone(),
-                    t,
-                    *rss_bytes as f64,
-                );
+                // A live process always has resident pages: RSS 0 is a process caught exiting (a
+                // zombie, its memory already gone), not memory falling to zero. Not drawn.
+                if *rss_bytes > 0 {
+                    add(
+                        "server RSS".into(),
+                        Unit::Bytes,
+                        k.clone(),
+                        t,
+                        *rss_bytes as f64,
+                    );
+                }
                 add("server CPU".into(), Unit::Percent, k, t, *cpu_pct);
             }
             Event::ContainerSample {
@@ -1057,5 +1061,42 @@ mod tests {
         assert!(rss.points().count() <= SERIES_POINTS + 3);
         assert_eq!(rss.max(), 9_000_000.0);
         assert!(a.picture.series.iter().any(|s| s.name == "server CPU"));
+    }
+
+    #[test]
+    fn a_dying_process_read_at_rss_0_is_not_drawn_as_memory_falling_to_zero() {
+        let sample = |pid, rss| Event::ProcSample {
+            pid,
+            rss_bytes: rss,
+            cpu_pct: 1.0,
+            threads: 1,
+            fds: 3,
+            children: 0,
+        };
+        // pid 7 grows to 5 MB, is read once more as it exits (RSS 0), and pid 8 takes over at 2 MB.
+        let ev = vec![
+            (1.0, sample(7, 4_000_000)),
+            (2.0, sample(7, 5_000_000)),
+            (3.0, sample(7, 0)),
+            (3.5, exit(7, 124, 3.5, false)),
+            (4.0, sample(8, 2_000_000)),
+        ];
+        let a = analyze(&loaded(ev));
+        let rss = a
+            .picture
+            .series
+            .iter()
+            .find(|s| s.name == "server RSS")
+            .unwrap();
+        let drawn: Vec<(f64, f64)> = rss.points().copied().collect();
+        assert_eq!(
+            drawn,
+            [(1.0, 4e6), (2.0, 5e6), (4.0, 2e6)],
+            "the chart ends pid 7 at its last real reading"
+        );
+        assert!(
+            drawn.iter().all(|p| p.1 > 0.0),
+            "no fall to zero: {drawn:?}"
+        );
     }
 }

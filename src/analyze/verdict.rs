@@ -800,11 +800,49 @@ mod tests {
         let f = &l.failures[0].annotation;
         assert!(f.contains("server pid 7 exited with 124"), "{f}");
         assert!(f.contains("s before this request failed"), "{f}");
-        // 84.9 s, just under the round 90 s timer? No: 2 % of 90 is 1.8 s; but at 85 s it is not.
-        assert!(a
+        // 85 s is no round timer (90 s is 5 s away, beyond 2 %): the user reads "suspicions: none".
+        assert!(
+            a.suspicions.is_empty(),
+            "no timer at 85 s, yet: {:?}",
+            a.suspicions
+        );
+    }
+
+    #[test]
+    fn a_failed_request_ending_at_a_round_timer_while_the_server_died_is_suspected() {
+        // The seed's story: the process dies at the 90 s watchdog, the request in flight "took" 89.9 s.
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 2, 0.1, 7),
+            req(0, 0, 0.1, 0.5, Outcome::Ok),
+            req(1, 0, 0.1, 89.9, err()),
+            (90.0, exit(7, 124, 90.0, false)),
+            (90.3, spawn(8)),
+            level_end(0, 2, 92.0, 8),
+            (93.0, end()),
+        ];
+        let a = analyze(&loaded(ev));
+        let req: Vec<_> = a
             .suspicions
             .iter()
-            .all(|s| s.subject != "request" || s.timer_s >= 5.0));
+            .filter(|s| s.subject == "request")
+            .collect();
+        assert_eq!(req.len(), 1, "{:?}", a.suspicions);
+        assert!(
+            req[0].detail.starts_with(
+                "request 1 at level 2 ended after 89.90 s — at the round-number 90s timer"
+            ),
+            "{}",
+            req[0].detail
+        );
+        assert!(
+            req[0]
+                .detail
+                .ends_with("the harness measured the timer, not the server"),
+            "{}",
+            req[0].detail
+        );
     }
 
     #[test]

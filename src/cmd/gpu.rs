@@ -10,16 +10,18 @@ use crate::report::bytes;
 use crate::sample::gpu::{self, DeviceReading, DriverInfo, NoGpu, Reading};
 use crate::sample::{PidSource, Sampler};
 
-/// The GPU sampler `--gpu` asks for. `auto` without a driver prints one line to stderr, journals
-/// why, and returns None; `on` without one is a refusal (exit 3); `off` journals that and returns
-/// None. A bad `WITNESS_FAKE_GPU` script is a usage error naming the variable.
+/// The GPU sampler `--gpu` asks for (load and soak). `auto` without a driver journals why and
+/// returns None, printing nothing: a machine without a GPU needs no GPU words on its terminal (the
+/// report still says "not sampled"); `on` without one is a refusal (exit 3); `off` journals that and
+/// returns None. The fake backend in use is said. A bad `WITNESS_FAKE_GPU` script is a usage error
+/// naming the variable.
 pub fn gpu_sampler(
     args: &GpuArgs,
     pids: PidSource,
     journal: &Journal,
 ) -> anyhow::Result<Option<Box<dyn Sampler>>> {
     let choice = choose(args, pids, journal)?;
-    if let Some(m) = &choice.message {
+    if let (Some(m), Some(_)) = (&choice.message, &choice.sampler) {
         eprintln!("{m}");
     }
     Ok(choice.sampler)

@@ -3,7 +3,7 @@
 //! 0 every level passed, 1 a level failed or was skipped, 2 usage, 3 refused to measure.
 
 use std::net::IpAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,19 +67,20 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         extra: serde_json::Value::Null,
     }));
     let prober = Prober::new(cfg.health.clone(), args.health_timeout);
+    let live = Live::new();
     let port = cfg.spec.uri.port_u16().unwrap_or(80);
     let Measured { target, sampling } =
         match start_measured(&args.gpu, target_cfg, port, &journal, args.sample_interval).await {
             Ok(m) => m,
             Err(ns) => {
-                finish(&journal, &args, ns.reason, ns.partial)?;
+                finish(&journal, &args, ns.reason, ns.partial, &live)?;
                 return Err(ns.error);
             }
         };
 
     let mut signals = Signals::install()?;
     let result = {
-        let body = measure(&args, &cfg, &target, &prober, &journal);
+        let body = measure(&args, &cfg, &target, &prober, &journal, &live);
         tokio::pin!(body);
         tokio::select! {
             r = &mut body => r,
@@ -90,18 +91,24 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     target.stop("the load run is over").await?;
     match result {
         Ok(end) => {
-            let a = finish(&journal, &args, &end, false)?;
+            let a = finish(&journal, &args, &end, false, &live)?;
             Ok(match a.load.as_ref().map(|l| l.verdict.as_str()) {
                 Some("pass") => 0,
                 _ => 1,
             })
         }
         Err(Stop::Refused(why)) => {
-            finish(&journal, &args, &format!("refused: {why}"), false)?;
+            finish(&journal, &args, &format!("refused: {why}"), false, &live)?;
             Err(refuse(why))
         }
         Err(Stop::Interrupted(sig)) => {
-            finish(&journal, &args, &format!("interrupted by {sig}"), true)?;
+            finish(
+                &journal,
+                &args,
+                &format!("interrupted by {sig}"),
+                true,
+                &live,
+            )?;
             Ok(130)
         }
     }
@@ -119,11 +126,13 @@ async fn measure(
     target: &Target,
     prober: &Prober,
     journal: &Journal,
+    live: &Live,
 ) -> Result<String, Stop> {
     if let (true, Some(state)) = (target.owned(), target.state()) {
         wait_ready(state, prober, journal, args.ready_timeout).await?;
     }
     check_floor(&cfg.spec.uri, args.max_connect_floor, journal).await?;
+    live.floor_shown.store(true, Ordering::Relaxed);
     let refuse_with = |why: String| {
         refused_note(journal, &why);
         Err(Stop::Refused(why))
@@ -151,6 +160,7 @@ async fn measure(
             journal,
             &ids,
             previous.as_ref(),
+            live.progress,
         )
         .await;
         match run {
@@ -160,6 +170,9 @@ async fn measure(
         }
         previous = target.identity().or(previous);
         if let Some(line) = after_level(journal, args, index as u32) {
+            if !live.rows_shown.swap(true, Ordering::Relaxed) {
+                print_line(&report::terminal::level_header());
+            }
             print_line(&line);
         }
     }
@@ -215,6 +228,9 @@ pub(crate) async fn check_floor(
                 "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
                 f.host, f.port
             );
+            if let Some(a) = &f.advice {
+                eprintln!("witness: ! {a}");
+            }
             return Ok(());
         }
         Some(m) => format!(
@@ -342,8 +358,52 @@ fn finish(
     args: &LoadArgs,
     reason: &str,
     partial: bool,
+    live: &Live,
 ) -> anyhow::Result<crate::analyze::Analysis> {
-    super::finish_run(journal, &args.output, reason, partial, None)
+    use crate::cli::GpuMode;
+    let mut term = report::terminal::Terminal::for_stderr();
+    term.shown_live = report::terminal::ShownLive {
+        floor: live.floor_shown.load(Ordering::Relaxed),
+        level_rows: live.rows_shown.load(Ordering::Relaxed) && live.rows_on_stderr_terminal,
+    };
+    term.quiet_without_gpu = args.gpu.gpu != GpuMode::On;
+    super::finish_run_with(journal, &args.output, reason, partial, None, term)
+}
+
+/// What `load` prints while it runs, so the summary at the end does not say it twice.
+struct Live {
+    /// stderr is a terminal: a progress line within each level.
+    progress: bool,
+    /// The level rows (stdout) land on the same terminal or file as the summary (stderr).
+    rows_on_stderr_terminal: bool,
+    floor_shown: AtomicBool,
+    rows_shown: AtomicBool,
+}
+
+impl Live {
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        Self {
+            progress: std::io::stderr().is_terminal(),
+            rows_on_stderr_terminal: same_file(1, 2),
+            floor_shown: AtomicBool::new(false),
+            rows_shown: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Whether two descriptors are the same terminal, pipe or file (`2>&1`, or both on one tty).
+fn same_file(a: i32, b: i32) -> bool {
+    let stat = |fd: i32| {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstat writes a stat into the buffer it is given and reports failure by -1.
+        (unsafe { libc::fstat(fd, st.as_mut_ptr()) } == 0).then(|| {
+            // SAFETY: fstat returned 0, so it filled the struct.
+            let st = unsafe { st.assume_init() };
+            (st.st_dev, st.st_ino, st.st_rdev)
+        })
+    };
+    matches!((stat(a), stat(b)), (Some(x), Some(y)) if x == y)
 }
 
 fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {

@@ -141,6 +141,19 @@ pub fn finish_run(
     partial: bool,
     exit_code: Option<i32>,
 ) -> anyhow::Result<Analysis> {
+    let term = views::terminal::Terminal::for_stderr();
+    finish_run_with(journal, output, reason, partial, exit_code, term)
+}
+
+/// [`finish_run`] with the terminal view the caller set up (what it already printed live).
+pub fn finish_run_with(
+    journal: &Journal,
+    output: &OutputArgs,
+    reason: &str,
+    partial: bool,
+    exit_code: Option<i32>,
+    term: views::terminal::Terminal,
+) -> anyhow::Result<Analysis> {
     use crate::report::View;
     journal.emit(crate::journal::Event::End {
         reason: reason.into(),
@@ -150,7 +163,6 @@ pub fn finish_run(
     journal.flush()?;
     let loaded = crate::journal::read(journal.path())?;
     let analysis = crate::analyze::analyze(&loaded);
-    let term = views::terminal::Terminal::for_stderr();
     eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
     eprintln!("witness: journal: {}", journal.path().display());
     write_views(output, &analysis)?;

@@ -38,6 +38,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let view: Box<dyn View> = match format {
         ReportFormat::Text => Box::new(report::terminal::Terminal {
             colour: to_terminal && std::env::var_os("NO_COLOR").is_none(),
+            ..Default::default()
         }),
         ReportFormat::Json => Box::new(report::json::Json),
         ReportFormat::Html => Box::new(report::html::Html),

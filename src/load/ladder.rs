@@ -11,6 +11,7 @@ use hyper::Uri;
 use super::client::{self, Limits, RequestSpec};
 use super::health::Prober;
 use super::outcome::Rejection;
+use super::progress::LevelProgress;
 use crate::journal::{group_of_level, Event, Identity, Journal};
 use crate::server::process::State;
 use crate::server::Target;
@@ -148,6 +149,8 @@ pub fn why_unhealthy_words(s: &Seen) -> String {
 
 /// Runs one level; returns when its LevelEnd is journalled. `previous`: who the server was when
 /// the last level (or the ladder) began, to tell a restart or a replacement from a wedge.
+/// With `live` (stderr is a terminal) a progress line shows elapsed time, outcomes so far and
+/// requests in flight while it runs.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_level(
     cfg: &LadderConfig,
@@ -158,6 +161,7 @@ pub async fn run_level(
     journal: &Journal,
     ids: &Arc<AtomicU64>,
     previous: Option<&Identity>,
+    live: bool,
 ) -> LevelRun {
     let before = prober.probe_journalled(journal, "before").await;
     let identity = target.identity();
@@ -187,12 +191,14 @@ pub async fn run_level(
     };
     let http = client::client(cfg.limits, concurrency as usize);
     let group: Arc<str> = group_of_level(index).into();
+    let progress = LevelProgress::start(live, index, concurrency);
     let mut workers = tokio::task::JoinSet::new();
     // Set when the server died and nothing restarts it: the level stops sending (a request to a port
     // nobody listens on measures nothing) and counts what it did not send.
     let dead = target.state();
     for w in 0..concurrency {
         let dead = dead.clone();
+        let tally = progress.tally.clone();
         let http = http.clone();
         let spec = cfg.spec.clone();
         let rej = cfg.rejection.clone();
@@ -218,7 +224,9 @@ pub async fn run_level(
                         Budget::Until(_) => 0,
                     };
                 }
+                tally.started();
                 let s = client::send(&http, &spec, limits, &rej).await;
+                tally.finished(&s.outcome);
                 sent += 1;
                 journal.emit_at(
                     clock.at(s.end),
@@ -242,6 +250,7 @@ pub async fn run_level(
     while let Some(n) = workers.join_next().await {
         not_sent += n.unwrap_or(0);
     }
+    progress.finish();
     let stopped = gone_for_good(target).map(|status| {
         format!("the server died (exit status {status}) and nothing restarts it: the level stopped sending")
     });

@@ -6,3 +6,4 @@ pub mod floor;
 pub mod health;
 pub mod ladder;
 pub mod outcome;
+pub mod progress;

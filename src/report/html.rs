@@ -255,7 +255,7 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
     if l.levels.is_empty() {
         return;
     }
-    o.push_str("<table><tr><th>concurrency</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
+    o.push_str("<table><tr><th>concurrency</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>ok max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
     let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
     for r in &l.levels {
         let class = match r.verdict.as_str() {
@@ -273,7 +273,7 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
             c.timeout,
             c.error,
             c.rejected,
-            s(r.max_s),
+            s(r.latency.as_ref().map(|l| l.max)),
             s(r.latency.as_ref().map(|l| l.p50)),
             s(r.latency.as_ref().map(|l| l.p99)),
             r.time_to_give_up
@@ -1033,18 +1033,77 @@ mod tests {
         assert!(html.contains("<title>witness wrap timeline (partial)</title>"));
     }
 
+    /// The value of `attr="…"` in the first tag that starts with `tag_start`.
+    fn attr_of(html: &str, tag_start: &str, attr: &str) -> f64 {
+        let tag = html
+            .split(tag_start)
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {tag_start:?} in the page"));
+        let v = tag
+            .split(&format!(" {attr}=\""))
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or_else(|| panic!("no {attr} in {tag_start:?}"));
+        v.parse().unwrap()
+    }
+
     #[test]
-    fn the_deadline_line_sits_where_the_timer_fires() {
-        let a = seed_like();
-        let html = page(&a);
-        let x = format!(
-            "{:.1}",
-            GUTTER + 6.0 / a.picture.end_s * (WIDTH - GUTTER - RIGHT)
-        );
+    fn the_deadline_line_sits_on_the_6s_tick_where_the_failed_requests_end() {
+        // What a reader sees: the dashed deadline stands on the axis's "6s" tick, and the two bars
+        // of the requests that died at the watchdog end against it.
+        let html = page(&seed_like());
+        let tick = html
+            .split("<text x=\"")
+            .find_map(|t| {
+                let (x, rest) = t.split_once('"')?;
+                rest.split("</text>")
+                    .next()?
+                    .ends_with(">6s")
+                    .then(|| x.parse::<f64>().ok())?
+            })
+            .expect("an axis tick labelled 6s");
+        let deadline = attr_of(&html, "<line class=\"deadline\"", "x1");
         assert!(
-            html.contains(&format!("<line class=\"deadline\" x1=\"{x}\"")),
-            "deadline at x={x}"
+            (deadline - tick).abs() < 0.15,
+            "deadline at x={deadline}, the 6s tick at x={tick}"
         );
+        let ends: Vec<f64> = html
+            .split("<rect class=\"error\"")
+            .skip(1)
+            .map(|r| {
+                let r = format!("<rect{r}");
+                attr_of(&r, "<rect", "x") + attr_of(&r, "<rect", "width")
+            })
+            .collect();
+        assert_eq!(ends.len(), 2, "{ends:?}");
+        for e in ends {
+            assert!(
+                (e - deadline).abs() < 5.0,
+                "a failed bar ends at x={e}, the deadline at x={deadline}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_level_tables_max_is_the_slowest_ok_request_and_give_up_time_has_its_own_column() {
+        let a = crate::report::terminal::tests::level_with_a_slow_failure();
+        let html = page(&a);
+        let row = html
+            .split("<tr class=\"bad\"><td class=\"n\">2</td>")
+            .nth(1)
+            .expect("the level's row")
+            .split("</tr>")
+            .next()
+            .unwrap();
+        let cells: Vec<&str> = row
+            .split("<td")
+            .skip(1)
+            .map(|c| c.split('>').nth(1).unwrap().trim_end_matches("</td"))
+            .collect();
+        // verdict, ok, timeout, error, rejected, ok max, ok p50, ok p99, gave up after, …
+        assert_eq!(cells[5], "1.000s", "{row}");
+        assert_eq!(cells[8], "6.00–6.00s", "{row}");
+        assert!(html.contains("<th>ok max</th>"));
     }
 
     #[test]

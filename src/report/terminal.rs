@@ -6,8 +6,23 @@ use crate::analyze::soak::SoakAnalysis;
 use crate::analyze::verdict::{LevelRow, LoadAnalysis};
 use crate::analyze::Analysis;
 
+#[derive(Default)]
 pub struct Terminal {
     pub colour: bool,
+    /// What the live run already printed on this same terminal: not said twice in the summary.
+    pub shown_live: ShownLive,
+    /// Say nothing about GPUs when none was sampled (`load` without a driver and without `--gpu
+    /// on`: a machine with no GPU needs no GPU words; the report still says "not sampled").
+    pub quiet_without_gpu: bool,
+}
+
+/// Lines `load` printed while it ran.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShownLive {
+    /// The connect floor line.
+    pub floor: bool,
+    /// The header and one row per level.
+    pub level_rows: bool,
 }
 
 impl Terminal {
@@ -15,6 +30,7 @@ impl Terminal {
         use std::io::IsTerminal;
         Self {
             colour: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            ..Self::default()
         }
     }
 
@@ -54,18 +70,35 @@ impl View for Terminal {
     }
 }
 
-/// One line per level, in the seed's spirit.
+/// The header naming [`level_line`]'s columns. `max` and the percentiles are over ok requests;
+/// `gave up` is how long the failed ones took to fail, never latency.
+pub fn level_header() -> String {
+    format!(
+        "{:>4} {:>6} {:>7} {:>6} {:>8}  {:>8} {:>8} {:>8}  {:>13}  {:<12} {:<9}  verdict",
+        "n",
+        "ok",
+        "timeout",
+        "error",
+        "rejected",
+        "max",
+        "p50",
+        "p99",
+        "gave up",
+        "health after",
+        "restarted"
+    )
+}
+
+/// One row per level, in the seed's spirit, under [`level_header`].
 pub fn level_line(r: &LevelRow) -> String {
     let c = &r.counts;
-    let max = r
-        .max_s
-        .map(|m| format!("{m:.2}s"))
-        .unwrap_or_else(|| "-".into());
-    let lat = r
-        .latency
+    let s = |x: Option<f64>, p: usize| x.map(|v| format!("{v:.p$}s")).unwrap_or_else(|| "-".into());
+    let lat = r.latency.as_ref();
+    let gave_up = r
+        .time_to_give_up
         .as_ref()
-        .map(|l| format!("  ok p50={:.3}s p99={:.3}s", l.p50, l.p99))
-        .unwrap_or_default();
+        .map(|g| format!("{:.2}–{:.2}s", g.min, g.max))
+        .unwrap_or_else(|| "-".into());
     let after = r
         .health_after
         .as_ref()
@@ -77,7 +110,7 @@ pub fn level_line(r: &LevelRow) -> String {
     };
     if r.verdict == "skipped" {
         return format!(
-            "{:<3} SKIPPED health_before={}  {}",
+            "{:>4} SKIPPED: health before was {}; {}",
             r.concurrency,
             r.health_before.text(),
             r.reasons.join("; ")
@@ -91,19 +124,24 @@ pub fn level_line(r: &LevelRow) -> String {
         apart.push_str(&format!(" not_sent={}", c.not_sent));
     }
     format!(
-        "{:<3} ok={} timeout={} error={} rejected={}{apart}  max={max}{lat}  health_after={after}  restarted={}  {verdict}",
+        "{:>4} {:>6} {:>7} {:>6} {:>8}  {:>8} {:>8} {:>8}  {:>13}  {:<12} {:<9}{apart}  {verdict}",
         r.concurrency,
         c.ok,
         c.timeout,
         c.error,
         c.rejected,
+        s(lat.map(|l| l.max), 2),
+        s(lat.map(|l| l.p50), 3),
+        s(lat.map(|l| l.p99), 3),
+        gave_up,
+        after,
         if r.restarted { "yes" } else { "no" },
     )
 }
 
 fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
     let mut o = String::new();
-    if let Some(f) = &l.floor {
+    if let Some(f) = l.floor.as_ref().filter(|_| !t.shown_live.floor) {
         let m = f
             .median_ms
             .map(|m| format!("{m:.2} ms"))
@@ -119,18 +157,20 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
     if let Some(r) = &l.refused {
         o.push_str(&t.paint("bad", &format!("REFUSED: {r}\n")));
     }
-    if !l.levels.is_empty() {
-        o.push_str("levels:\n");
+    if !l.levels.is_empty() && !t.shown_live.level_rows {
+        o.push_str("levels (latency over ok requests; failed requests' time to give up apart):\n");
+        o.push_str(&level_header());
+        o.push('\n');
     }
     for r in &l.levels {
         let sev = if r.verdict == "pass" { "info" } else { "bad" };
-        o.push_str(&t.paint(sev, &level_line(r)));
-        o.push('\n');
-        if let Some(g) = &r.time_to_give_up {
-            o.push_str(&format!(
-                "      failed requests gave up after {:.2}–{:.2}s (time to give up, not latency)\n",
-                g.min, g.max
-            ));
+        if !t.shown_live.level_rows {
+            o.push_str(&t.paint(sev, &level_line(r)));
+            o.push('\n');
+        } else if !r.failures.is_empty() {
+            // The rows are above; only what they could not hold, under the level it belongs to.
+            o.push_str(&t.paint(sev, &format!("level n={}:", r.concurrency)));
+            o.push('\n');
         }
         for n in &r.notes {
             o.push_str(&format!("      note: {n}\n"));
@@ -484,7 +524,9 @@ pub fn gpu(t: &Terminal, a: &Analysis) -> String {
         return o;
     }
     if let Some(why) = &g.not_sampled {
-        o.push_str(&format!("gpu: {why}\n"));
+        if !t.quiet_without_gpu {
+            o.push_str(&format!("gpu: {why}\n"));
+        }
         return o;
     }
     o.push_str("gpu (min / median / max; before -> after):\n");
@@ -555,4 +597,131 @@ pub fn gpu(t: &Terminal, a: &Analysis) -> String {
         o.push('\n');
     }
     o
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::analyze::analyze;
+    use crate::analyze::tests::{end, loaded};
+    use crate::journal::{ErrorKind, Event, LoadSettings, Outcome, Probe, Settings};
+
+    /// One level of 2: an ok request of 1 s, and a request that gave up after 6 s (its server died).
+    pub(crate) fn level_with_a_slow_failure() -> Analysis {
+        let probe = Probe {
+            status: Some(200),
+            error: None,
+            duration_s: 0.001,
+        };
+        let req = |id, dur: f64, outcome| {
+            (
+                0.1 + dur,
+                Event::Request {
+                    id,
+                    group: crate::journal::group_of_level(0),
+                    worker: id as u32,
+                    start_s: 0.1,
+                    duration_s: dur,
+                    outcome,
+                    status: None,
+                    scheduled_s: None,
+                    detail: None,
+                },
+            )
+        };
+        analyze(&loaded(vec![
+            (
+                0.0,
+                Event::Settings(Settings {
+                    load: Some(LoadSettings {
+                        factor: 1.5,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            ),
+            (
+                0.0,
+                Event::GpuUnavailable {
+                    reason: "no NVIDIA driver".into(),
+                    device: None,
+                },
+            ),
+            (
+                0.1,
+                Event::LevelStart {
+                    index: 0,
+                    concurrency: 2,
+                    health: probe.clone(),
+                    identity: None,
+                    skipped: None,
+                },
+            ),
+            req(0, 1.0, Outcome::Ok),
+            req(
+                1,
+                6.0,
+                Outcome::Error {
+                    error: ErrorKind::ClosedBeforeResponse,
+                    status: None,
+                },
+            ),
+            (
+                6.5,
+                Event::LevelEnd {
+                    index: 0,
+                    concurrency: 2,
+                    health: probe,
+                    identity: None,
+                    stopped: None,
+                    not_sent: None,
+                },
+            ),
+            (6.6, end()),
+        ]))
+    }
+
+    #[test]
+    fn the_rows_max_is_the_slowest_ok_request_and_the_give_up_time_stands_apart() {
+        let a = level_with_a_slow_failure();
+        let row = level_line(&a.load.as_ref().unwrap().levels[0]);
+        let head = level_header();
+        let col = |line: &str, name: &str| -> String {
+            // The header's column ends where its name ends; the row's value is right-aligned to it.
+            let end = head.find(name).unwrap() + name.len();
+            let upto: String = line.chars().take(end).collect();
+            upto.split_whitespace().last().unwrap().to_string()
+        };
+        assert_eq!(col(&row, "max"), "1.00s", "{head}\n{row}");
+        assert_eq!(col(&row, "gave up"), "6.00–6.00s", "{head}\n{row}");
+    }
+
+    #[test]
+    fn rows_shown_live_on_this_terminal_are_not_repeated_and_no_gpu_words_without_a_gpu() {
+        let a = level_with_a_slow_failure();
+        let row = level_line(&a.load.as_ref().unwrap().levels[0]);
+        let full = String::from_utf8(Terminal::default().render(&a).unwrap()).unwrap();
+        assert_eq!(full.matches(&row).count(), 1, "{full}");
+        assert_eq!(full.matches(&level_header()).count(), 1, "{full}");
+        let after_live = Terminal {
+            shown_live: ShownLive {
+                floor: true,
+                level_rows: true,
+            },
+            quiet_without_gpu: true,
+            ..Default::default()
+        };
+        let summary = String::from_utf8(after_live.render(&a).unwrap()).unwrap();
+        assert!(!summary.contains(&row), "{summary}");
+        assert!(!summary.contains(&level_header()), "{summary}");
+        assert!(
+            summary.contains("request 1 error"),
+            "the failure still annotated: {summary}"
+        );
+        assert!(!summary.to_lowercase().contains("gpu"), "{summary}");
+        assert!(
+            full.contains("gpu: not sampled"),
+            "a re-render still says it: {full}"
+        );
+    }
 }

@@ -16,6 +16,11 @@ pub fn toy() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_toy_server"))
 }
 
+/// The output flood (examples/spew.rs), built with the tests.
+pub fn spew() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_spew"))
+}
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -57,21 +62,60 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
     wait_bounded(child, limit)
 }
 
+/// Waits for the child with a deadline, draining its stdout and stderr *while it runs* (a chatty
+/// child must not block on a full pipe and hang the test). Past `limit` — the child still running, or
+/// a descendant still holding its pipes open — the child is killed and the test fails with the output
+/// read so far.
 pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    type Sink = Arc<Mutex<Vec<u8>>>;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| -> (Sink, std::thread::JoinHandle<()>) {
+        let sink: Sink = Arc::default();
+        let s = sink.clone();
+        let h = std::thread::spawn(move || {
+            let Some(mut p) = pipe else { return };
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = p.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                s.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        (sink, h)
+    };
+    let (out, out_h) = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let (err, err_h) = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let deadline = Instant::now() + limit;
+    let mut status = None;
     loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
+        if status.is_none() {
+            status = child.try_wait().unwrap();
+        }
+        if status.is_some() && out_h.is_finished() && err_h.is_finished() {
+            break;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+            let _ = child.wait();
+            let why = if status.is_some() {
+                "exited, but a descendant still holds its output open"
+            } else {
+                "still running"
+            };
             panic!(
-                "still running after {limit:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
+                "{why} after {limit:?}; stderr so far:\n{}",
+                String::from_utf8_lossy(&err.lock().unwrap())
             );
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+    let take = |s: Sink| std::mem::take(&mut *s.lock().unwrap());
+    Output {
+        status: status.unwrap(),
+        stdout: take(out),
+        stderr: take(err),
     }
 }
 
@@ -154,4 +198,11 @@ pub fn wait_listening(port: u16) {
         Duration::from_secs(10),
         || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
     );
+}
+
+/// Says a test did not run, where `cargo test`'s output shows it even for a passing test (libtest
+/// captures `eprintln!`, not a direct write to the process's stderr).
+pub fn skipped(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {why} ***");
 }
