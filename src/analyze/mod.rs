@@ -136,9 +136,12 @@ pub fn analyze(journal: &Loaded) -> Analysis {
             .iter()
             .map(|&t| (t, TimerSource::Flag))
             .collect();
-        let (load, more) =
+        let (mut load, more) =
             verdict::analyze_load(recs, &processes, ls.factor, ls.cliff_slack_s, &named);
         suspicions.extend(more);
+        if partial.is_some() {
+            verdict::stopped_early(&mut load, &ls.levels, end_reason(recs).as_deref());
+        }
         load
     });
     suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
@@ -163,6 +166,14 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         notes,
         gpu: gpu::section(recs),
     }
+}
+
+/// The end record's reason, if the run wrote one.
+fn end_reason(recs: &[Record]) -> Option<String> {
+    recs.iter().rev().find_map(|r| match &r.event {
+        Event::End { reason, .. } => Some(reason.clone()),
+        _ => None,
+    })
 }
 
 /// Why the run is partial, in the words every view uses, or None if it ended cleanly.

@@ -79,6 +79,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             r = &mut body => r.map_err(|s| match s {
                 Stop::Refused(why) => Err(why),
                 Stop::Interrupted(sig) => Ok(sig),
+                Stop::JournalLost(why) => Err(why),
             }),
             sig = signals.recv() => Err(Ok(sig.as_str().to_string())),
         }
@@ -203,8 +204,15 @@ async fn prepare(
     prober: &Prober,
     journal: &Journal,
 ) -> Result<(), Stop> {
-    if let (true, Some(state)) = (target.owned(), target.state()) {
-        wait_ready(state, prober, journal, plan.ready_timeout).await?;
+    if target.owned() {
+        wait_ready(
+            target,
+            prober,
+            journal,
+            plan.ready_timeout,
+            plan.base.port_u16(),
+        )
+        .await?;
     }
     check_floor(&plan.base, args.max_connect_floor, journal).await
 }

@@ -80,14 +80,22 @@ pub fn level_line(r: &LevelRow) -> String {
             r.reasons.join("; ")
         );
     }
+    let interrupted = match c.interrupted {
+        0 => String::new(),
+        n => format!(" interrupted={n}"),
+    };
+    let restarted = match (r.restarted, &r.identity_unread) {
+        (true, _) => "yes",
+        (false, Some(_)) => "unknown",
+        (false, None) => "no",
+    };
     format!(
-        "{:<3} ok={} timeout={} error={} rejected={}  max={max}{lat}  health_after={after}  restarted={}  {verdict}",
+        "{:<3} ok={} timeout={} error={} rejected={}{interrupted}  max={max}{lat}  health_after={after}  restarted={restarted}  {verdict}",
         r.concurrency,
         c.ok,
         c.timeout,
         c.error,
         c.rejected,
-        if r.restarted { "yes" } else { "no" },
     )
 }
 
@@ -111,6 +119,10 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
     }
     if !l.levels.is_empty() {
         o.push_str("levels:\n");
+    }
+    if !l.levels_not_run.is_empty() {
+        let names: Vec<String> = l.levels_not_run.iter().map(|n| n.to_string()).collect();
+        o.push_str(&t.paint("warn", &format!("levels not run: {}\n", names.join(", "))));
     }
     for r in &l.levels {
         let sev = if r.verdict == "pass" { "info" } else { "bad" };

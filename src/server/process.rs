@@ -89,6 +89,31 @@ pub struct Supervisor {
     ctl: mpsc::UnboundedSender<Control>,
     state: watch::Receiver<State>,
     task: tokio::task::JoinHandle<anyhow::Result<i32>>,
+    tail: Tail,
+}
+
+/// The last bytes the server wrote (both streams, as they came): what a refusal quotes when the
+/// server exits before it is ready.
+pub type Tail = Arc<std::sync::Mutex<std::collections::VecDeque<u8>>>;
+
+/// This much of the server's latest output is kept.
+const TAIL_BYTES: usize = 4096;
+
+/// A reader that keeps the last [`TAIL_BYTES`] it passed on.
+struct Tee<R> {
+    inner: R,
+    tail: Tail,
+}
+
+impl<R: std::io::Read> std::io::Read for Tee<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut t = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        t.extend(&buf[..n]);
+        let extra = t.len().saturating_sub(TAIL_BYTES);
+        t.drain(..extra);
+        Ok(n)
+    }
 }
 
 /// The command could not be started at all (exit 127 / 126 like a shell).
@@ -114,10 +139,29 @@ impl Supervisor {
     pub async fn start(cfg: ProcessConfig, journal: Journal) -> anyhow::Result<Self> {
         let (ctl, rx) = mpsc::unbounded_channel();
         let (state_tx, state) = watch::channel(State::Starting);
-        let first = spawn_child(&cfg, &journal, 0)?;
+        let tail = Tail::default();
+        let first = spawn_child(&cfg, &journal, 0, &tail)?;
         state_tx.send_replace(State::Running(first.identity.clone()));
-        let task = tokio::spawn(supervise(cfg, journal, rx, state_tx, first));
-        Ok(Self { ctl, state, task })
+        let task = tokio::spawn(supervise(cfg, journal, rx, state_tx, first, tail.clone()));
+        Ok(Self {
+            ctl,
+            state,
+            task,
+            tail,
+        })
+    }
+
+    /// The server's last `n` output lines (stdout and stderr as they came), for a refusal to quote.
+    pub fn last_output(&self, n: usize) -> Vec<String> {
+        let t = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        let bytes: Vec<u8> = t.iter().copied().collect();
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<String> = text
+            .lines()
+            .map(|l| l.trim_end().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
+        lines[lines.len().saturating_sub(n)..].to_vec()
     }
 
     pub fn control(&self) -> mpsc::UnboundedSender<Control> {
@@ -159,7 +203,12 @@ struct Running {
     readers: Vec<std::thread::JoinHandle<u64>>,
 }
 
-fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::Result<Running> {
+fn spawn_child(
+    cfg: &ProcessConfig,
+    journal: &Journal,
+    attempt: u32,
+    tail: &Tail,
+) -> anyhow::Result<Running> {
     let mut cmd = tokio::process::Command::new(&cfg.command[0]);
     cmd.args(&cfg.command[1..])
         .stdin(std::process::Stdio::null())
@@ -168,9 +217,14 @@ fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::
         .process_group(0)
         .kill_on_drop(false);
     let parent = std::process::id() as libc::pid_t;
-    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
+    // witness may have raised its own open-file limit for the ladder: the server gets the original.
+    let limits = crate::load::fds::original();
+    // SAFETY: only async-signal-safe calls (setrlimit, prctl, getppid, _exit) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(l) = &limits {
+                libc::setrlimit(libc::RLIMIT_NOFILE, l);
+            }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -196,6 +250,7 @@ fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::
         start_time: 0,
         container_id: None,
         container_started_at: None,
+        socket_inode: None,
     });
     journal.emit(Event::Spawn {
         pid,
@@ -217,7 +272,10 @@ fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::
     ];
     for (fd, stream) in streams {
         let Some(Ok(fd)) = fd else { continue };
-        let file = std::fs::File::from(fd);
+        let file = Tee {
+            inner: std::fs::File::from(fd),
+            tail: tail.clone(),
+        };
         let patterns = cfg.patterns.clone();
         let journal = journal.clone();
         let pass = if cfg.pass_through {
@@ -246,6 +304,7 @@ async fn supervise(
     mut ctl: mpsc::UnboundedReceiver<Control>,
     state: watch::Sender<State>,
     first: Running,
+    tail: Tail,
 ) -> anyhow::Result<i32> {
     let mut run = first;
     let mut attempt = 0u32;
@@ -328,7 +387,7 @@ async fn supervise(
             }
         }
         backoff = (backoff * 2).min(cfg.backoff_max);
-        run = match spawn_child(&cfg, &journal, attempt) {
+        run = match spawn_child(&cfg, &journal, attempt, &tail) {
             Ok(r) => r,
             Err(e) => {
                 journal.emit(Event::Note {
