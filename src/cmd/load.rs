@@ -1,6 +1,7 @@
 //! `witness load`: validate the target (loopback only unless told), start or attach to the server,
 //! measure the connect floor, wait for health, run the ladder, stop, and render the views. Exit codes:
-//! 0 every level passed, 1 a level failed or was skipped, 2 usage, 3 refused to measure.
+//! 0 every level passed, 1 a level failed or was skipped, 2 usage, 3 refused to measure, 4 the journal
+//! could not be written (the run stopped at once), 130 interrupted.
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicU64;
