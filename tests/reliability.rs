@@ -77,12 +77,22 @@ fn a_port_already_taken_is_refused_naming_the_process_that_holds_it() {
         "{stderr}"
     );
     assert!(stderr.contains("toy_server"), "{stderr}");
+    assert!(
+        stderr.contains("the server witness starts could not listen there"),
+        "{stderr}"
+    );
     let report = json(&r);
     assert_eq!(report["verdict"], "refused");
     assert!(
         levels(&report).is_empty(),
         "the other process was not measured"
     );
+    // Said before anything started: no server was spawned to fail on the taken port.
+    assert!(!report["lifecycle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "spawn"));
 }
 
 #[test]
