@@ -112,6 +112,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         }
     };
     sampling.stop().await;
+    let owned = target.owned();
     target.stop("the load run is over").await?;
     match result {
         Ok(()) => {
@@ -134,7 +135,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
                 .err()
                 .unwrap_or_else(|| anyhow::anyhow!("the journal could not be written"));
             eprintln!(
-                "witness: the run stopped at once: no more requests were sent and the server witness started was stopped; what the views show is what reached the journal"
+                "witness: the run stopped at once: no more requests were sent{}; what the views show is what reached the journal",
+                if owned { " and the server witness started was stopped" } else { "" }
             );
             Err(lost)
         }
