@@ -176,6 +176,14 @@ fn readiness_counts_only_a_listener_witness_started() {
 // ---- 2. witness's own fd limit -------------------------------------------------------------------
 
 fn with_nofile(cmd: &mut Command, soft: u64, hard: u64) -> &mut Command {
+    // Never above the test's own hard limit: only root may raise that.
+    let mut mine = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut mine) };
+    let hard = hard.min(mine.rlim_max);
     // SAFETY: setrlimit is async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
@@ -242,6 +250,65 @@ fn witness_raises_its_own_soft_fd_limit_so_its_emfile_never_becomes_the_server_s
     assert_eq!(l["counts"]["error"], 0, "{l:#}");
     assert_eq!(l["restarted"], false, "{l:#}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+#[test]
+fn the_server_witness_starts_keeps_the_user_s_fd_limit_when_witness_raises_its_own() {
+    // 100 workers need 264 descriptors of witness (over 256: raised); the server, at 256, needs ~210.
+    let dir = tempdir("nofile-child");
+    let j = dir.join("j.jsonl");
+    let port = free_port();
+    let child = with_nofile(
+        &mut load_own(
+            port,
+            &[
+                "--levels",
+                "100",
+                "--rounds",
+                "1",
+                "--settle",
+                "2s",
+                "--journal",
+                &p(&j),
+            ],
+            &["--call", "sleep:100ms"],
+        ),
+        256,
+        8192,
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut limits = String::new();
+    wait_until(
+        "the started server's limits",
+        Duration::from_secs(30),
+        || {
+            let Some(pid) = std::fs::read_to_string(&j).ok().and_then(|t| {
+                t.lines()
+                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .find(|l| l["kind"] == "spawn")
+                    .and_then(|l| l["pid"].as_u64())
+            }) else {
+                return false;
+            };
+            limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+            !limits.is_empty()
+        },
+    );
+    let out = wait_bounded(child, Duration::from_secs(60));
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        line.split_whitespace().nth(3),
+        Some("256"),
+        "the server got witness's raised limit: {line}"
+    );
+    assert_eq!(out.status.code(), Some(0));
 }
 
 // ---- 3. unprivileged identity --------------------------------------------------------------------
