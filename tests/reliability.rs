@@ -627,6 +627,36 @@ fn a_journal_that_cannot_be_written_stops_the_load_at_once_with_exit_4() {
 }
 
 #[test]
+fn a_journal_that_cannot_be_written_stops_a_soak_at_once_with_exit_4() {
+    let dir = tempdir("soak-full");
+    let (r, j) = (dir.join("r.json"), dir.join("j.jsonl"));
+    let port = free_port().to_string();
+    // A minute of soak if witness went on after the journal failed: the bound below would fire.
+    let out = run_bounded(
+        with_file_limit(
+            Command::new(witness())
+                .args(["soak", "--plan"])
+                .arg(repo().join("examples/plans/quick.toml"))
+                .args(["--duration", "60s", "--gpu", "off"])
+                .args(["--base-url", &format!("http://127.0.0.1:{port}")])
+                .args(["--journal", &p(&j), "--report", &p(&r)])
+                .arg("--")
+                .arg(toy())
+                .args(["--port", &port]),
+            16 * 1024,
+        ),
+        Duration::from_secs(40),
+    );
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("is incomplete"), "{stderr}");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err(),
+        "the server was left running"
+    );
+}
+
+#[test]
 fn wrap_keeps_the_child_s_output_and_exit_code_when_the_journal_cannot_be_written() {
     let dir = tempdir("wrap-full");
     let j = dir.join("j.jsonl");

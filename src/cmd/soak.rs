@@ -110,9 +110,18 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
                 owned: target.owned(),
                 progress: &progress,
             };
+            // A signal, or a journal that can no longer be written, stops the workload at once;
+            // the latter ends the run with exit 4 when finishing finds the journal incomplete.
+            let mut failure = journal.failure();
             let interrupt = async {
-                let sig = signals.recv().await;
-                sig.as_str().to_string()
+                tokio::select! {
+                    sig = signals.recv() => sig.as_str().to_string(),
+                    _ = async {
+                        if failure.wait_for(|f| f.is_some()).await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    } => "a journal write failure (the run stopped at once)".to_string(),
+                }
             };
             let ending = soak.run(interrupt).await;
             progress.finish();

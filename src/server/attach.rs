@@ -179,3 +179,36 @@ impl Said {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Header;
+
+    #[test]
+    fn what_witness_cannot_see_is_said_once_and_never_as_not_listening() {
+        let dir = std::env::temp_dir().join(format!("witness-attach-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let j = Journal::create(&dir.join("j.jsonl"), &Header::new("load", vec![])).unwrap();
+        let mut said = Said::default();
+        let unseen = Seen::Unseen("could not read /proc/net/tcp: Too many open files".into());
+        said.say(&j, &unseen);
+        said.say(&j, &unseen);
+        assert_eq!(unseen.identity(), None);
+        let notes: Vec<String> = j
+            .lifecycle()
+            .into_iter()
+            .filter_map(|r| match r.event {
+                Event::Note { text, .. } => Some(text),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("could not see the listener"),
+            "{notes:?}"
+        );
+        assert!(notes[0].contains("not taken as 'stopped listening'"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
