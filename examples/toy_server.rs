@@ -30,7 +30,9 @@
 //!   On success prints `toy_server listening on http://IP:PORT` to stdout.
 //! - `--call MODE`: `fast` (default, answer at once), `hang` (read the request, then never
 //!   answer; the connection stays open), `lock:DUR` (serialise on one global mutex, hold it
-//!   DUR, then answer), `sleep:DUR` (sleep DUR without the lock, then answer).
+//!   DUR, then answer), `sleep:DUR` (sleep DUR without the lock, then answer), `redirect`
+//!   (302 to /login), `big:SIZE` (200 with a SIZE-byte body, streamed), `stall-body` (status,
+//!   headers and 10 of the 1000 promised body bytes, then nothing more).
 //! - `--watchdog DUR`: after DUR print `[oi] process watchdog: force-exiting after DUR
 //!   (exit 124)` to stderr and exit with code 124.
 //! - `--alarm SECS`: call `alarm(SECS)` at startup, so SIGALRM kills the process silently.
@@ -78,6 +80,8 @@ usage: toy_server [FLAGS]
   --port N                    TCP port (default 8080; 0 = any free port)
   --bind IP                   bind address (default 127.0.0.1; 0.0.0.0 in containers)
   --call MODE                 /call behaviour: fast (default) | hang | lock:DUR | sleep:DUR
+                              | redirect (302) | big:SIZE (a SIZE-byte body) | stall-body
+                              (status and 10 of 1000 body bytes, then nothing)
   --watchdog DUR              after DUR log '[oi] process watchdog: ...' and exit 124
   --alarm SECS                alarm(SECS) at startup: SIGALRM kills the process silently
   --die-after DUR             exit silently after DUR ...
@@ -110,6 +114,12 @@ enum CallMode {
     Hang,
     Lock(Duration),
     Sleep(Duration),
+    /// Answer 302 to /login: a server that redirects every call.
+    Redirect,
+    /// Answer 200 with a body of this many bytes, streamed (never held in memory).
+    Big(u64),
+    /// Send the status line, headers and 10 of the 1000 promised body bytes, then never more.
+    StallBody,
 }
 
 struct Config {
@@ -258,12 +268,15 @@ fn parse_call(v: &str) -> Result<CallMode, String> {
         bad_value(
             "--call",
             v,
-            "fast, hang, lock:DUR or sleep:DUR, e.g. lock:1s",
+            "fast, hang, lock:DUR, sleep:DUR, redirect, big:SIZE or stall-body, e.g. lock:1s",
         )
     };
     match v.split_once(':') {
         None if v == "fast" => Ok(CallMode::Fast),
         None if v == "hang" => Ok(CallMode::Hang),
+        None if v == "redirect" => Ok(CallMode::Redirect),
+        None if v == "stall-body" => Ok(CallMode::StallBody),
+        Some(("big", n)) => parse_size(n).map(CallMode::Big).ok_or_else(bad),
         Some(("lock", d)) => parse_duration(d).map(CallMode::Lock).ok_or_else(bad),
         Some(("sleep", d)) => parse_duration(d).map(CallMode::Sleep).ok_or_else(bad),
         _ => Err(bad()),
@@ -577,6 +590,22 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// A 200 whose body is `n` bytes of 'x', written in 64 KiB pieces.
+fn write_big(w: &mut TcpStream, n: u64) -> io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {n}\r\nConnection: keep-alive\r\n\r\n"
+    );
+    w.write_all(head.as_bytes())?;
+    let piece = vec![b'x'; 64 * 1024];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(piece.len() as u64) as usize;
+        w.write_all(&piece[..k])?;
+        left -= k as u64;
+    }
+    w.flush()
+}
+
 fn write_response(
     w: &mut TcpStream,
     status: u16,
@@ -666,6 +695,12 @@ fn call(state: &State, req: &Request) -> (u16, &'static str, String) {
             drop(guard);
         }
         CallMode::Sleep(d) => thread::sleep(d),
+        CallMode::Redirect => {
+            state.in_flight.fetch_sub(1, Ordering::SeqCst);
+            return (302, TEXT, "see /login".to_string());
+        }
+        // Written by handle_connection itself: they need the socket.
+        CallMode::Big(_) | CallMode::StallBody => {}
     }
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
     state.answered.fetch_add(1, Ordering::SeqCst);
@@ -734,6 +769,26 @@ fn handle_connection(stream: TcpStream, state: &State, open: u64) {
                     }
                     let _ = writer.shutdown(Shutdown::Write);
                     return;
+                }
+                if path_of(&req.target) == "/call" {
+                    match state.cfg.call {
+                        CallMode::Big(n) => {
+                            if write_big(&mut writer, n).is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        CallMode::StallBody => {
+                            let _ = writer.write_all(
+                                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n0123456789",
+                            );
+                            let _ = writer.flush();
+                            loop {
+                                thread::sleep(Duration::from_secs(3600));
+                            }
+                        }
+                        _ => {}
+                    }
                 }
                 let (status, content_type, body) = route(state, &req);
                 let head = req.method == "HEAD";

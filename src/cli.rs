@@ -247,6 +247,14 @@ pub struct LoadArgs {
     /// A response body containing this is a capacity refusal; empty to disable.
     #[arg(long, default_value = "QUEUE_FULL")]
     pub reject_body: String,
+    /// Statuses that count as ok besides 1xx/2xx, e.g. 301,302 (redirects are not followed, so an
+    /// unexpected 3xx is an error).
+    #[arg(long, value_delimiter = ',', value_name = "STATUS,...")]
+    pub accept_status: Vec<u16>,
+    /// Keep at most this much of each response body in memory (the whole body is still read and its
+    /// size recorded; a longer one is marked cut). 4MiB, 64k, 1g.
+    #[arg(long, value_parser = crate::units::parse_size, default_value = "4MiB", value_name = "SIZE")]
+    pub max_body: u64,
     /// With a command: how long to wait for health to answer 200 before the first level.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub ready_timeout: Duration,

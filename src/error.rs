@@ -6,6 +6,7 @@
 //! | 1    | load/soak: a verdict failed or a level was skipped |
 //! | 2    | bad usage or configuration (also: no Docker engine answers, an image not on the engine) |
 //! | 3    | the harness could not measure honestly (connect floor, target unhealthy, no GPU) |
+//! | 4    | load/soak: the journal could not be written (disk full, I/O error): the run stopped at once and what came after is not on record |
 //! | 125  | wrap: witness itself failed (as `timeout` and `docker run` do) |
 //! | 126/127 | wrap: the command could not be executed / was not found |
 //! | other | wrap: the child's own status (128+N for signal N) |
@@ -32,6 +33,7 @@ pub fn refuse(msg: impl Into<String>) -> anyhow::Error {
 
 pub const USAGE: i32 = 2;
 pub const REFUSED: i32 = 3;
+pub const JOURNAL_LOST: i32 = 4;
 pub const WRAP_INTERNAL: i32 = 125;
 
 /// The exit code for an error that ended a run; `internal` is the mode's code for its own failures.
@@ -42,6 +44,9 @@ pub fn exit_code(err: &anyhow::Error, internal: i32) -> i32 {
         }
         if cause.is::<Refusal>() {
             return REFUSED;
+        }
+        if cause.is::<crate::journal::JournalLost>() {
+            return JOURNAL_LOST;
         }
         if let Some(s) = cause.downcast_ref::<SpawnError>() {
             return s.exit_code();

@@ -132,10 +132,18 @@ pub struct Identity {
     pub container_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_started_at: Option<String>,
+    /// When the listener's pid could not be read (witness may not read its /proc/PID/fd): the
+    /// listening socket's inode from /proc/net/tcp, which a restarted server replaces. `pid` and
+    /// `start_time` are 0 then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_inode: Option<u64>,
 }
 
 impl std::fmt::Display for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let (0, Some(ino)) = (self.pid, self.socket_inode) {
+            return write!(f, "listening socket inode {ino} (pid unreadable)");
+        }
         match (&self.container_id, &self.container_started_at) {
             (Some(id), Some(at)) => write!(f, "container {} started {}", short_id(id), at),
             _ => write!(f, "pid {} (start {})", self.pid, self.start_time),
@@ -510,6 +518,12 @@ pub enum Event {
         scheduled_s: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
+        /// Body bytes read once a status arrived (all of them, though only a bounded prefix is kept).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body_bytes: Option<u64>,
+        /// The body was longer than the prefix witness keeps (`--max-body`): counted, not kept.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        body_cut: bool,
     },
 
     // ---- samples -------------------------------------------------------------------------------
@@ -643,6 +657,8 @@ struct Sink {
     out: BufWriter<File>,
     dirty: bool,
     error: Option<String>,
+    /// Events not written because the journal had already failed.
+    lost: u64,
 }
 
 struct Inner {
@@ -656,6 +672,8 @@ struct Inner {
     /// Secret values as they would appear inside a JSON string: every line is scrubbed of them
     /// before it is written, whoever produced it (a request's error text, a server's log line).
     redact: std::sync::OnceLock<Vec<Vec<u8>>>,
+    /// Set once, when a write or flush first fails: "at t=…s: why". Producers stop on it.
+    failure: tokio::sync::watch::Sender<Option<String>>,
 }
 
 /// The writer handle; cheap to clone and share between producers.
@@ -687,12 +705,14 @@ impl Journal {
                 out,
                 dirty: false,
                 error: None,
+                lost: 0,
             }),
             lifecycle: Mutex::new(Vec::new()),
             tails: Mutex::new(Vec::new()),
             clock: RunClock::start(),
             path: path.to_owned(),
             redact: std::sync::OnceLock::new(),
+            failure: tokio::sync::watch::channel(None).0,
         });
         spawn_flusher(Arc::downgrade(&inner));
         Ok(Self { inner })
@@ -780,6 +800,11 @@ impl Journal {
         line.push(b'\n');
         {
             let mut sink = self.inner.sink.lock().unwrap_or_else(|p| p.into_inner());
+            if sink.error.is_some() {
+                // Nothing more reaches a failed journal; count what is lost so the run can say so.
+                sink.lost += 1;
+                return;
+            }
             let res = sink.out.write_all(&line).and_then(|_| {
                 if lifecycle {
                     sink.out.flush()
@@ -789,13 +814,8 @@ impl Journal {
             });
             sink.dirty = !lifecycle;
             if let Err(e) = res {
-                if sink.error.is_none() {
-                    eprintln!(
-                        "witness: writing the journal {} failed: {e}",
-                        self.inner.path.display()
-                    );
-                    sink.error = Some(e.to_string());
-                }
+                sink.lost += 1;
+                self.inner.failed(&mut sink, &e);
             }
         }
         if lifecycle && rec.event.is_retained() {
@@ -823,18 +843,55 @@ impl Journal {
             .clone()
     }
 
-    /// Flushes whatever is buffered; returns the first write error, if any happened.
+    /// Flushes whatever is buffered; returns [`JournalLost`] if any write failed.
     pub fn flush(&self) -> anyhow::Result<()> {
         let mut sink = self.inner.sink.lock().unwrap_or_else(|p| p.into_inner());
-        sink.out.flush()?;
+        if sink.error.is_none() {
+            if let Err(e) = sink.out.flush() {
+                self.inner.failed(&mut sink, &e);
+            }
+        }
         sink.dirty = false;
         if let Some(e) = &sink.error {
-            anyhow::bail!(
-                "the journal {} is incomplete: {e}",
-                self.inner.path.display()
-            );
+            return Err(JournalLost {
+                path: self.inner.path.clone(),
+                why: e.clone(),
+                lost: sink.lost,
+            }
+            .into());
         }
         Ok(())
+    }
+
+    /// Changes to Some("at t=…s: why") when the journal first fails to write: a run stops on it.
+    pub fn failure(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.inner.failure.subscribe()
+    }
+}
+
+/// The journal could not be written (disk full, a file size limit, an I/O error): what happened
+/// after `why` is not on record.
+#[derive(Debug, thiserror::Error)]
+#[error("the journal {} is incomplete: writing it failed {why}; {lost} event(s) after that point were not written (and up to 256 KiB buffered before it may be missing)", path.display())]
+pub struct JournalLost {
+    pub path: PathBuf,
+    pub why: String,
+    pub lost: u64,
+}
+
+impl Inner {
+    /// Records the first write failure, says it once on stderr, and wakes whoever stops the run.
+    fn failed(&self, sink: &mut Sink, e: &std::io::Error) {
+        if sink.error.is_some() {
+            return;
+        }
+        let why = format!("at t={:.3}s: {e}", self.clock.now_s());
+        eprintln!(
+            "witness: writing the journal {} failed {why}",
+            self.path.display()
+        );
+        sink.error = Some(why.clone());
+        self.failure.send_replace(Some(why));
     }
 }
 
@@ -868,8 +925,10 @@ fn spawn_flusher(inner: Weak<Inner>) {
             std::thread::sleep(FLUSH_EVERY);
             let Some(inner) = inner.upgrade() else { return };
             let mut sink = inner.sink.lock().unwrap_or_else(|p| p.into_inner());
-            if sink.dirty {
-                let _ = sink.out.flush();
+            if sink.dirty && sink.error.is_none() {
+                if let Err(e) = sink.out.flush() {
+                    inner.failed(&mut sink, &e);
+                }
                 sink.dirty = false;
             }
         })
@@ -1017,6 +1076,8 @@ mod tests {
                 status: None,
                 scheduled_s: None,
                 detail: None,
+                body_bytes: None,
+                body_cut: false,
             },
             Event::Health {
                 url: "http://127.0.0.1:1/health".into(),

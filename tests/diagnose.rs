@@ -374,7 +374,7 @@ fn a_start_up_failure_shows_the_server_s_last_output_lines() {
     let err = stderr(&out);
     // The line matches no watch pattern: it is shown because it was the server's last word.
     assert!(
-        err.contains("the server exited before it was ready; its last output: stderr 'toy_server: --call: invalid value 'bogus'"),
+        err.contains("before it was ready; its last output: stderr 'toy_server: --call: invalid value 'bogus'"),
         "{err}"
     );
 }

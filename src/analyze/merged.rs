@@ -459,6 +459,8 @@ mod tests {
             status: None,
             scheduled_s: None,
             detail: None,
+            body_bytes: None,
+            body_cut: false,
         }
     }
 

@@ -142,13 +142,16 @@ pub fn analyze(journal: &Loaded) -> Analysis {
             .iter()
             .map(|&t| (t, TimerSource::Flag))
             .collect();
-        let (load, more) =
+        let (mut load, more) =
             verdict::analyze_load(recs, &processes, ls.factor, ls.cliff_slack_s, &named);
         suspicions.extend(more);
         // Timers that start with each request: --timer, then the server's own command line.
         let mut request_named = named.clone();
         request_named.extend(request_timers::command_line_timers(&server_command(recs)));
         suspicions.extend(request_timers::suspicions(recs, &request_named));
+        if partial.is_some() {
+            verdict::stopped_early(&mut load, &ls.levels, end_reason(recs).as_deref());
+        }
         load
     });
     let merged = merged::analyze(
@@ -192,6 +195,14 @@ fn server_command(recs: &[Record]) -> Vec<String> {
             _ => None,
         })
         .unwrap_or_default()
+}
+
+/// The end record's reason, if the run wrote one.
+fn end_reason(recs: &[Record]) -> Option<String> {
+    recs.iter().rev().find_map(|r| match &r.event {
+        Event::End { reason, .. } => Some(reason.clone()),
+        _ => None,
+    })
 }
 
 /// Why the run is partial, in the words every view uses, or None if it ended cleanly.

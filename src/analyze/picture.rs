@@ -817,6 +817,8 @@ mod tests {
             status: None,
             scheduled_s: None,
             detail: None,
+            body_bytes: None,
+            body_cut: false,
         }
     }
 
@@ -926,6 +928,7 @@ mod tests {
             start_time: 1,
             container_id: None,
             container_started_at: None,
+            socket_inode: None,
         };
         let a = analyze(&loaded(vec![
             (

@@ -223,6 +223,8 @@ mod tests {
                 status: Some(status),
                 scheduled_s: None,
                 detail: None,
+                body_bytes: None,
+                body_cut: false,
             },
             origin: None,
         }
@@ -347,6 +349,8 @@ mod tests {
                     status: None,
                     scheduled_s: None,
                     detail: None,
+                    body_bytes: None,
+                    body_cut: false,
                 },
                 origin: None,
             });

@@ -876,6 +876,8 @@ mod tests {
                 status,
                 scheduled_s: scheduled,
                 detail: None,
+                body_bytes: None,
+                body_cut: false,
             },
         )
     }

@@ -32,6 +32,9 @@ pub struct Counts {
     /// Meant to be sent and not sent: the level stopped when the server died.
     #[serde(default)]
     pub not_sent: u64,
+    /// In flight when witness was interrupted: neither ok nor the server's failure.
+    #[serde(default)]
+    pub interrupted: u64,
 }
 
 /// One level of the ladder, as every view shows it.
@@ -55,6 +58,9 @@ pub struct LevelRow {
     pub identity_before: Option<Identity>,
     pub identity_after: Option<Identity>,
     pub reasons: Vec<String>,
+    /// Set when the server's identity could not be read at one end of the level (when): the level
+    /// is then never clean, since "not restarted" would be said without evidence.
+    pub identity_unread: Option<String>,
     pub start_t_s: f64,
     pub end_t_s: Option<f64>,
     /// The first failed requests with what happened to the server meanwhile.
@@ -90,7 +96,8 @@ pub struct FloorRow {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LoadAnalysis {
-    /// "pass", "fail" or "refused".
+    /// "pass", "fail", "refused", or — for a run that stopped before its plan was done — "interrupted"
+    /// (a signal) or "partial" (killed, or the journal stopped): never "pass" when levels are missing.
     pub verdict: String,
     pub connect_floor_ms: Option<f64>,
     pub floor: Option<FloorRow>,
@@ -98,6 +105,8 @@ pub struct LoadAnalysis {
     pub refused: Option<String>,
     pub ready: Option<(bool, f64)>,
     pub levels: Vec<LevelRow>,
+    /// The planned concurrencies that never started (the run stopped first).
+    pub levels_not_run: Vec<u32>,
 }
 
 /// At most this many failed requests are annotated per level in the report.
@@ -163,6 +172,7 @@ pub fn analyze_load(
                 identity_before: identity.clone(),
                 identity_after: None,
                 reasons: skipped.iter().cloned().collect(),
+                identity_unread: None,
                 start_t_s: r.t_s,
                 end_t_s: None,
                 failures: vec![],
@@ -215,6 +225,15 @@ pub fn analyze_load(
             continue;
         };
         l.max_s = Some(l.max_s.unwrap_or(0.0).max(*duration_s));
+        if let Outcome::Error {
+            error: crate::journal::ErrorKind::Interrupted,
+            ..
+        } = outcome
+        {
+            // Cut short by witness's own stop: not the server's failure, and never latency.
+            l.counts.interrupted += 1;
+            continue;
+        }
         match outcome {
             Outcome::Ok => {
                 l.counts.ok += 1;
@@ -308,6 +327,14 @@ pub fn analyze_load(
                     || p.exit_t_s.is_some_and(|x| x >= l.start_t_s && x <= end)
             });
             l.restarted = changed || lifecycle;
+            // No identity is no evidence: a level is never clean unless witness saw who served it.
+            if !l.restarted {
+                l.identity_unread = match (&l.identity_before, &l.identity_after) {
+                    (None, _) => Some("before the level".into()),
+                    (_, None) => Some("after the level".into()),
+                    _ => None,
+                };
+            }
         }
         let outside = Outside {
             health_s: health_median,
@@ -374,6 +401,11 @@ pub fn analyze_load(
         if l.restarted {
             reasons.insert(0, "restarted".into());
         }
+        if let Some(when) = &l.identity_unread {
+            reasons.push(format!(
+                "identity could not be read {when}: a restart cannot be ruled out"
+            ));
+        }
         if let (Some(b), Some(lat)) = (base, &l.latency) {
             let allowed = l.concurrency as f64 * b * factor + slack_s;
             if lat.max > allowed * (1.0 + 1e-9) {
@@ -406,6 +438,7 @@ pub fn analyze_load(
             refused,
             ready,
             levels,
+            levels_not_run: Vec::new(),
         },
         suspicions,
     )
@@ -448,6 +481,50 @@ pub fn request_at_timer(
         ),
         timer_source: src,
     })
+}
+
+/// A run that stopped before its plan was done (`stop`: the end record's reason, None when there is
+/// no end record): a level cut short is "interrupted" unless it already failed, the planned levels
+/// that never started are listed, and the run's verdict is never "pass" — "fail" if a finished level
+/// failed, else "interrupted" (a signal) or "partial".
+pub fn stopped_early(load: &mut LoadAnalysis, planned: &[u32], stop: Option<&str>) {
+    const UNFINISHED: &str = "level did not finish (no health after)";
+    for l in load.levels.iter_mut() {
+        if l.end_t_s.is_none() && l.verdict != "skipped" {
+            // Cut short: "did not finish" and "no request completed" are witness's stop, not findings.
+            l.reasons
+                .retain(|r| r != UNFINISHED && r != "no request completed");
+            if l.reasons.is_empty() {
+                l.verdict = "interrupted".into();
+                l.reasons
+                    .push("cut short: witness stopped during this level".into());
+            }
+        }
+    }
+    let started: Vec<u32> = load.levels.iter().map(|l| l.index).collect();
+    load.levels_not_run = planned
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !started.contains(&(*i as u32)))
+        .map(|(_, &n)| n)
+        .collect();
+    if load.verdict == "refused" {
+        return;
+    }
+    if load
+        .levels
+        .iter()
+        .any(|l| l.verdict == "fail" || l.verdict == "skipped")
+    {
+        load.verdict = "fail".into();
+        return;
+    }
+    load.verdict = if stop.is_some_and(|s| s.starts_with("interrupted")) {
+        "interrupted"
+    } else {
+        "partial"
+    }
+    .into();
 }
 
 fn level_of_group(g: &str) -> Option<u32> {
@@ -689,6 +766,7 @@ mod tests {
             start_time: 1000 + pid as u64,
             container_id: None,
             container_started_at: None,
+            socket_inode: None,
         })
     }
 
@@ -743,6 +821,8 @@ mod tests {
                 status: None,
                 scheduled_s: None,
                 detail: None,
+                body_bytes: None,
+                body_cut: false,
             },
         )
     }
@@ -1082,5 +1162,204 @@ mod tests {
             "{}",
             l.failures[0].annotation
         );
+    }
+
+    #[test]
+    fn a_run_killed_mid_ladder_is_partial_never_pass_and_lists_the_levels_not_run() {
+        let mut ev = vec![(0.0, settings_levels(&[1, 4, 8])), (0.0, spawn(7))];
+        ev.push(level(0, 1, 0.1, 7));
+        ev.push(req(0, 0, 0.1, 0.1, Outcome::Ok));
+        ev.push(level_end(0, 1, 0.3, 7));
+        ev.push(level(1, 4, 0.4, 7));
+        ev.push(req(1, 1, 0.4, 0.1, Outcome::Ok));
+        // No level end, no end record: witness was killed.
+        let l = analyze(&loaded(ev.clone())).load.unwrap();
+        assert_eq!(l.verdict, "partial");
+        assert_eq!(l.levels_not_run, vec![8]);
+        assert_eq!(l.levels[1].verdict, "interrupted");
+        // Interrupted by a signal, with the request in flight journalled as such.
+        ev.push(req(
+            2,
+            1,
+            0.4,
+            0.2,
+            Outcome::Error {
+                error: ErrorKind::Interrupted,
+                status: None,
+            },
+        ));
+        ev.push((
+            0.7,
+            Event::End {
+                reason: "interrupted by SIGINT".into(),
+                partial: true,
+                exit_code: None,
+            },
+        ));
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert_eq!(l.verdict, "interrupted");
+        assert_eq!(l.levels[1].counts.interrupted, 1);
+        assert_eq!(l.levels[1].counts.error, 0);
+    }
+
+    #[test]
+    fn a_level_whose_identity_could_not_be_read_is_never_clean() {
+        let mut ev = vec![(0.0, settings()), (0.0, spawn(7))];
+        ev.push((
+            0.1,
+            Event::LevelStart {
+                index: 0,
+                concurrency: 1,
+                health: probe(200),
+                identity: None,
+                skipped: None,
+            },
+        ));
+        ev.push(req(0, 0, 0.1, 0.1, Outcome::Ok));
+        ev.push((
+            0.3,
+            Event::LevelEnd {
+                index: 0,
+                concurrency: 1,
+                health: probe(200),
+                identity: None,
+                stopped: None,
+                not_sent: None,
+            },
+        ));
+        ev.push((0.4, end()));
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert_eq!(l.levels[0].verdict, "fail");
+        assert!(l.levels[0].reasons[0].contains("identity could not be read"));
+        assert_eq!(l.verdict, "fail");
+    }
+
+    fn settings_levels(levels: &[u32]) -> Event {
+        Event::Settings(Settings {
+            load: Some(LoadSettings {
+                factor: 1.5,
+                cliff_slack_s: 0.05,
+                levels: levels.to_vec(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// One thing that can happen during a level: a request of some outcome, or a lifecycle event.
+        #[derive(Clone, Debug)]
+        enum Step {
+            Ok(f64),
+            Failed(u8, f64),
+            Exit,
+            Spawn,
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                (0.001f64..1.0).prop_map(Step::Ok),
+                (0u8..5, 0.001f64..1.0).prop_map(|(k, d)| Step::Failed(k, d)),
+                Just(Step::Exit),
+                Just(Step::Spawn),
+            ]
+        }
+
+        /// Who the server was at a level's start and end: a pid, or unreadable.
+        fn who() -> impl Strategy<Value = Option<u32>> {
+            prop_oneof![Just(Some(7)), Just(Some(8)), Just(None)]
+        }
+
+        fn failed(kind: u8) -> Outcome {
+            match kind {
+                0 => Outcome::Timeout {
+                    phase: crate::journal::TimeoutPhase::Request,
+                    limit_s: 30.0,
+                },
+                1 => Outcome::Error {
+                    error: ErrorKind::Reset,
+                    status: None,
+                },
+                2 => Outcome::Error {
+                    error: ErrorKind::Http5xx,
+                    status: Some(500),
+                },
+                3 => Outcome::Error {
+                    error: ErrorKind::Local,
+                    status: None,
+                },
+                _ => Outcome::Error {
+                    error: ErrorKind::Interrupted,
+                    status: None,
+                },
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Whatever interleaving of requests and lifecycle events, a failed request's duration
+            /// (made huge here, so it would show) never reaches latency; and a level is never clean
+            /// when the identity changed or could not be read.
+            #[test]
+            fn failures_are_never_latency_and_unknown_or_changed_identity_is_never_clean(
+                levels in proptest::collection::vec(
+                    (who(), who(), proptest::collection::vec(step(), 0..12)),
+                    1..4,
+                ),
+                ended in any::<bool>(),
+            ) {
+                let mut ev = vec![(0.0, settings()), (0.0, spawn(7))];
+                let mut t = 0.1;
+                let mut id_n = 0;
+                for (i, (before, after, steps)) in levels.iter().enumerate() {
+                    let i = i as u32;
+                    ev.push((t, Event::LevelStart {
+                        index: i,
+                        concurrency: 2,
+                        health: probe(200),
+                        identity: before.and_then(id),
+                        skipped: None,
+                    }));
+                    for s in steps {
+                        t += 0.01;
+                        match s {
+                            Step::Ok(d) => ev.push(req(id_n, i, t, *d, Outcome::Ok)),
+                            Step::Failed(k, d) => ev.push(req(id_n, i, t, 1000.0 + d, failed(*k))),
+                            Step::Exit => ev.push((t, exit(7, 1, 0.5, false))),
+                            Step::Spawn => ev.push((t, spawn(7))),
+                        }
+                        id_n += 1;
+                    }
+                    t += 2000.0;
+                    ev.push((t, Event::LevelEnd {
+                        index: i,
+                        concurrency: 2,
+                        health: probe(200),
+                        identity: after.and_then(id), stopped: None, not_sent: None,
+                    }));
+                    t += 0.01;
+                }
+                if ended {
+                    ev.push((t, end()));
+                }
+                let l = analyze(&loaded(ev)).load.unwrap();
+                for (row, (before, after, _)) in l.levels.iter().zip(&levels) {
+                    if let Some(lat) = &row.latency {
+                        prop_assert!(lat.max < 1000.0, "a failed duration became latency: {lat:?}");
+                    }
+                    if row.verdict == "pass" {
+                        prop_assert!(before.is_some() && after.is_some(), "clean with an unread identity: {row:?}");
+                        prop_assert_eq!(before, after, "clean although the identity changed");
+                    }
+                }
+                if l.verdict == "pass" {
+                    prop_assert!(ended, "a run with no end record passed");
+                }
+            }
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! `witness load`: validate the target (loopback only unless told), start or attach to the server,
 //! measure the connect floor, wait for health, run the ladder, stop, and render the views. Exit codes:
-//! 0 every level passed, 1 a level failed or was skipped, 2 usage, 3 refused to measure.
+//! 0 every level passed, 1 a level failed or was skipped, 2 usage, 3 refused to measure, 4 the journal
+//! could not be written (the run stopped at once), 130 interrupted.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,6 +50,13 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     check_loopback(&cfg.spec.uri, args.allow_remote).await?;
     check_loopback(&cfg.health, args.allow_remote).await?;
     check_outputs(&args.output)?;
+    // witness's own descriptors, before anything runs: its EMFILE must never pass as the server's.
+    let top = cfg.levels.iter().copied().max().unwrap_or(1);
+    crate::load::fds::ensure(
+        crate::load::fds::needed(top),
+        &format!("--levels up to {top}"),
+    )
+    .map_err(refuse)?;
     let journal = open_journal("load", &args.output)?;
     journal.emit(Event::Settings(Settings {
         timers_s: args.supervise.timers_s(),
@@ -69,6 +77,24 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let prober = Prober::new(cfg.health.clone(), args.health_timeout);
     let live = Live::new();
     let port = cfg.spec.uri.port_u16().unwrap_or(80);
+    // A server witness is to start would fail to bind, and the health probe would find the other
+    // process: said plainly, before anything starts.
+    if let Some(super::TargetConfig::Process(_)) = &target_cfg {
+        if let Some(taken) = foreign_listener(port) {
+            let why = format!(
+                "{taken}: the server witness starts could not listen there, and witness would measure that process instead. Stop it, or give the server and --url another port"
+            );
+            refused_note(&journal, &why);
+            finish(
+                &journal,
+                &args,
+                "refused before starting the server",
+                false,
+                &live,
+            )?;
+            return Err(refuse(why));
+        }
+    }
     let Measured { target, sampling } =
         match start_measured(&args.gpu, target_cfg, port, &journal, args.sample_interval).await {
             Ok(m) => m,
@@ -79,15 +105,30 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         };
 
     let mut signals = Signals::install()?;
+    let mut failure = journal.failure();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let result = {
-        let body = measure(&args, &cfg, &target, &prober, &journal, &live);
+        let body = measure(&args, &cfg, &target, &prober, &journal, &live, &stop_rx);
         tokio::pin!(body);
-        tokio::select! {
-            r = &mut body => r,
-            sig = signals.recv() => Err(Stop::Interrupted(sig.as_str().to_string())),
+        let why = tokio::select! {
+            r = &mut body => Err(r),
+            sig = signals.recv() => Ok(Stop::Interrupted(sig.as_str().to_string())),
+            f = failure.wait_for(|f| f.is_some()) => Ok(Stop::JournalLost(
+                f.ok().and_then(|f| f.clone()).unwrap_or_default(),
+            )),
+        };
+        match why {
+            Err(r) => r,
+            Ok(why) => {
+                // Stop sending at once; the requests in flight are journalled as interrupted.
+                let _ = stop_tx.send(true);
+                let _ = tokio::time::timeout(Duration::from_secs(2), &mut body).await;
+                Err(why)
+            }
         }
     };
     sampling.stop().await;
+    let owned = target.owned();
     target.stop("the load run is over").await?;
     match result {
         Ok(end) => {
@@ -111,12 +152,30 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             )?;
             Ok(130)
         }
+        Err(Stop::JournalLost(_)) => {
+            let lost = finish(
+                &journal,
+                &args,
+                "the journal could not be written",
+                true,
+                &live,
+            )
+            .err()
+            .unwrap_or_else(|| anyhow::anyhow!("the journal could not be written"));
+            eprintln!(
+                "witness: the run stopped at once: no more requests were sent{}; what the views show is what reached the journal",
+                if owned { " and the server witness started was stopped" } else { "" }
+            );
+            Err(lost)
+        }
     }
 }
 
 pub(crate) enum Stop {
     Refused(String),
     Interrupted(String),
+    /// The journal could not be written: the run stops at once (exit 4).
+    JournalLost(String),
 }
 
 /// Everything between start and stop: ready, floor, levels.
@@ -127,9 +186,11 @@ async fn measure(
     prober: &Prober,
     journal: &Journal,
     live: &Live,
+    stop: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<String, Stop> {
-    if let (true, Some(state)) = (target.owned(), target.state()) {
-        wait_ready(state, prober, journal, args.ready_timeout).await?;
+    if target.owned() {
+        let port = cfg.spec.uri.port_u16().unwrap_or(80);
+        wait_ready(target, prober, journal, args.ready_timeout, Some(port)).await?;
     }
     check_floor(&cfg.spec.uri, args.max_connect_floor, journal).await?;
     live.floor_shown.store(true, Ordering::Relaxed);
@@ -161,8 +222,12 @@ async fn measure(
             &ids,
             previous.as_ref(),
             live.progress,
+            stop,
         )
         .await;
+        if *stop.borrow() {
+            return Ok(String::new());
+        }
         match run {
             LevelRun::Ran => {}
             LevelRun::Skipped(why) => not_run.push(format!("level {n} skipped: {why}")),
@@ -258,20 +323,32 @@ pub(crate) fn refused_note(journal: &Journal, text: &str) {
     });
 }
 
-/// Waits until the started server answers 200, journalled as time-to-ready.
+/// Waits until the started server answers 200, journalled as time-to-ready. A 200 counts only when
+/// the process listening on `port` is witness's own (the server or a descendant): otherwise another
+/// process holds the port and would be measured instead. A server that exits first is a refusal
+/// naming its exit and last output lines.
 pub(crate) async fn wait_ready(
-    mut state: tokio::sync::watch::Receiver<State>,
+    target: &Target,
     prober: &Prober,
     journal: &Journal,
     limit: Duration,
+    port: Option<u16>,
 ) -> Result<(), Stop> {
+    let Some(mut state) = target.state() else {
+        return Ok(());
+    };
     let start = Instant::now();
     loop {
         let p = prober.probe().await;
         // Ready only while the server witness started (or the daemon it became) runs: an answer
-        // while it is down, or deciding whether it daemonized, comes from someone else.
+        // while it is down, or deciding whether it daemonized, comes from someone else. And whose
+        // listener answered, when witness can tell (a process target on a known port).
         let running = matches!(&*state.borrow(), State::Running(_));
-        if p.healthy() && running {
+        let foreign = match (p.healthy(), port, target) {
+            (true, Some(port), Target::Process(_)) => foreign_listener(port),
+            _ => None,
+        };
+        if p.healthy() && running && foreign.is_none() {
             journal.emit(Event::Ready {
                 ok: true,
                 waited_s: start.elapsed().as_secs_f64(),
@@ -280,20 +357,34 @@ pub(crate) async fn wait_ready(
             });
             return Ok(());
         }
-        let gone = matches!(&*state.borrow_and_update(), State::Finished { .. });
-        if gone || start.elapsed() >= limit {
-            let detail = if gone {
-                format!(
-                    "the server exited before it was ready{}",
-                    last_output(journal).await
-                )
-            } else {
-                format!(
+        let finished = match &*state.borrow_and_update() {
+            State::Finished { status } => Some(*status),
+            _ => None,
+        };
+        if finished.is_some() || start.elapsed() >= limit {
+            let mut detail = match finished {
+                Some(status) => {
+                    let mut last = last_output(journal).await;
+                    if last.is_empty() {
+                        let lines = target.last_output(5);
+                        last = if lines.is_empty() {
+                            " (it wrote nothing)".to_string()
+                        } else {
+                            format!("; its last output: {}", lines.join(" | "))
+                        };
+                    }
+                    format!("the server exited with {status} before it was ready{last}")
+                }
+                None => format!(
                     "health was {} after --ready-timeout {}",
                     p.text(),
                     crate::journal::secs(limit.as_secs_f64())
-                )
+                ),
             };
+            let other = foreign.or_else(|| port.and_then(foreign_listener));
+            if let Some(other) = other {
+                detail.push_str(&format!("; {other}"));
+            }
             journal.emit(Event::Ready {
                 ok: false,
                 waited_s: start.elapsed().as_secs_f64(),
@@ -335,6 +426,21 @@ async fn last_output(journal: &Journal) -> String {
         String::new()
     } else {
         format!("; its last output: {}", parts.join("; "))
+    }
+}
+
+/// "port N is already in use by pid M (command)" when a process that is not witness's own listens
+/// on the port; None when the listener is witness's (or nobody listens, or it cannot be seen).
+pub(crate) fn foreign_listener(port: u16) -> Option<String> {
+    match crate::server::look(port) {
+        crate::server::Seen::Listener(id) if !crate::server::is_ours(id.pid) => Some(format!(
+            "port {port} is already in use by {}",
+            crate::server::describe_pid(id.pid)
+        )),
+        crate::server::Seen::SocketOnly { .. } => Some(format!(
+            "port {port} is already in use by a process witness may not inspect (another user's)"
+        )),
+        _ => None,
     }
 }
 
@@ -417,6 +523,7 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
             a.url
         )));
     }
+    check_port(&uri, "--url")?;
     let health: Uri = match &a.health_url {
         Some(h) => h
             .parse()
@@ -428,6 +535,12 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
         .parse()
         .map_err(|e| usage(format!("could not derive the health URL from --url: {e}")))?,
     };
+    check_port(&health, "--health-url")?;
+    if let Some(bad) = a.accept_status.iter().find(|s| !(100..=599).contains(*s)) {
+        return Err(usage(format!(
+            "--accept-status {bad} is not an HTTP status: give statuses from 100 to 599, e.g. 301,302"
+        )));
+    }
     let method = Method::from_bytes(a.method.to_ascii_uppercase().as_bytes())
         .map_err(|_| usage(format!("--method {:?} is not an HTTP method", a.method)))?;
     let body = match a.body.strip_prefix('@') {
@@ -483,13 +596,34 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
                 .connect_timeout
                 .unwrap_or(a.timeout.min(Duration::from_secs(5))),
             whole: a.timeout,
+            max_body: usize::try_from(a.max_body).unwrap_or(usize::MAX),
         },
         settle: a.settle,
         rejection: Rejection {
             statuses: a.reject_status.clone(),
             body_marker: (!a.reject_body.is_empty()).then(|| a.reject_body.clone()),
+            accepted: a.accept_status.clone(),
         },
     })
+}
+
+/// A port the URL names must be one a TCP socket can have: 1 to 65535. (The URL parser accepts any
+/// digits and would otherwise fall back to port 80 — loading a different server than the one named.)
+pub fn check_port(uri: &Uri, flag: &str) -> anyhow::Result<()> {
+    let authority = uri.authority().map(|a| a.as_str()).unwrap_or("");
+    let after_host = authority.rsplit_once(']').map_or(authority, |(_, p)| p);
+    let Some((_, digits)) = after_host.rsplit_once(':') else {
+        return Ok(());
+    };
+    match digits.parse::<u32>() {
+        Ok(p) if (1..=65535).contains(&p) => Ok(()),
+        _ if digits.is_empty() => Err(usage(format!(
+            "{flag} {uri}: the port after ':' is missing; give one from 1 to 65535"
+        ))),
+        _ => Err(usage(format!(
+            "{flag} {uri}: port {digits} is out of range; a TCP port is from 1 to 65535"
+        ))),
+    }
 }
 
 /// A load test aimed at the wrong host is an outage: loopback only, unless --allow-remote.

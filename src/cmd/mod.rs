@@ -154,13 +154,28 @@ pub fn finish_run_with(
     exit_code: Option<i32>,
     term: views::terminal::Terminal,
 ) -> anyhow::Result<Analysis> {
-    use crate::report::View;
     journal.emit(crate::journal::Event::End {
         reason: reason.into(),
         partial,
         exit_code,
     });
-    journal.flush()?;
+    if let Err(lost) = journal.flush() {
+        // Render what did reach the file (every view labels it partial), then say what is missing.
+        if let Err(e) = render_run(journal, output, &term) {
+            eprintln!("witness: {e:#}");
+        }
+        return Err(lost);
+    }
+    render_run(journal, output, &term)
+}
+
+/// Reads the journal back, prints the terminal view and writes the requested views.
+pub fn render_run(
+    journal: &Journal,
+    output: &OutputArgs,
+    term: &views::terminal::Terminal,
+) -> anyhow::Result<Analysis> {
+    use crate::report::View;
     let loaded = crate::journal::read(journal.path())?;
     let analysis = crate::analyze::analyze(&loaded);
     eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
@@ -249,14 +264,17 @@ pub async fn build_target(cfg: TargetConfig, journal: &Journal) -> anyhow::Resul
     })
 }
 
-/// Refuses, before the run, an output file that could not be written at its end (a missing folder),
-/// naming the flag.
+/// Refuses, before anything runs, an output that could not be written at the end or that would
+/// overwrite another: two flags naming one file (`--journal X --report X` would overwrite the
+/// journal), a folder, a missing or unwritable folder. Each is named with its flag.
 pub fn check_outputs(out: &OutputArgs) -> anyhow::Result<()> {
     let files = [
+        ("--journal", &out.journal),
         ("--report", &out.report),
         ("--html", &out.html),
         ("--trace", &out.trace),
     ];
+    let mut seen: Vec<(&str, &std::path::Path, Option<std::path::PathBuf>)> = Vec::new();
     for (flag, path) in files {
         let Some(path) = path else { continue };
         if path.is_dir() {
@@ -265,7 +283,12 @@ pub fn check_outputs(out: &OutputArgs) -> anyhow::Result<()> {
                 path.display()
             )));
         }
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        // The journal's folder is created when missing; the views' must exist.
+        if flag != "--journal" || dir.is_dir() {
             if !dir.is_dir() {
                 return Err(usage(format!(
                     "{flag} {}: the folder {} does not exist; create it or choose another path",
@@ -273,9 +296,62 @@ pub fn check_outputs(out: &OutputArgs) -> anyhow::Result<()> {
                     dir.display()
                 )));
             }
+            writable(flag, path)?;
         }
+        let same_as = |other: &std::path::Path, other_key: &Option<std::path::PathBuf>| {
+            same_file(path, other) || (key(path).is_some() && key(path) == *other_key)
+        };
+        if let Some((other, p, _)) = seen.iter().find(|(_, p, k)| same_as(p, k)) {
+            return Err(usage(format!(
+                "{flag} {} and {other} {} name the same file: one would overwrite the other (the journal is the run's only record); give each its own path",
+                path.display(),
+                p.display()
+            )));
+        }
+        seen.push((flag, path, key(path)));
     }
     Ok(())
+}
+
+/// One spelling of a path whose folder exists: the folder made absolute, plus the file name.
+fn key(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    Some(std::fs::canonicalize(dir).ok()?.join(path.file_name()?))
+}
+
+/// Two existing paths that are one file (a link, another spelling).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Whether witness can create (or append to) the file: tried for real, so a read-only mount, a
+/// folder witness may not write in, or a special file is found now and not after the run. A file
+/// the check created is removed again.
+fn writable(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    let existed = path.exists();
+    match std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => Err(usage(format!(
+            "{flag} {}: cannot be written ({e}); choose a path in a folder you can write",
+            path.display()
+        ))),
+    }
 }
 
 /// Writes the end-of-run files the user asked for: JSON report, HTML timeline, trace. Every one is

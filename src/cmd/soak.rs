@@ -79,6 +79,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             r = &mut body => r.map_err(|s| match s {
                 Stop::Refused(why) => Err(why),
                 Stop::Interrupted(sig) => Ok(sig),
+                Stop::JournalLost(why) => Err(why),
             }),
             sig = signals.recv() => Err(Ok(sig.as_str().to_string())),
         }
@@ -109,9 +110,18 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
                 owned: target.owned(),
                 progress: &progress,
             };
+            // A signal, or a journal that can no longer be written, stops the workload at once;
+            // the latter ends the run with exit 4 when finishing finds the journal incomplete.
+            let mut failure = journal.failure();
             let interrupt = async {
-                let sig = signals.recv().await;
-                sig.as_str().to_string()
+                tokio::select! {
+                    sig = signals.recv() => sig.as_str().to_string(),
+                    _ = async {
+                        if failure.wait_for(|f| f.is_some()).await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    } => "a journal write failure (the run stopped at once)".to_string(),
+                }
             };
             let ending = soak.run(interrupt).await;
             progress.finish();
@@ -203,8 +213,15 @@ async fn prepare(
     prober: &Prober,
     journal: &Journal,
 ) -> Result<(), Stop> {
-    if let (true, Some(state)) = (target.owned(), target.state()) {
-        wait_ready(state, prober, journal, plan.ready_timeout).await?;
+    if target.owned() {
+        wait_ready(
+            target,
+            prober,
+            journal,
+            plan.ready_timeout,
+            plan.base.port_u16(),
+        )
+        .await?;
     }
     check_floor(&plan.base, args.max_connect_floor, journal).await
 }

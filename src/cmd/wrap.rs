@@ -130,7 +130,14 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     } else {
         "witness let go of the container; it keeps running"
     };
-    finish(&journal, &args, reason, Some(status))?;
+    if let Err(e) = finish(&journal, &args, reason, Some(status)) {
+        // wrap stays transparent: the child's output went through and its status is kept; only the
+        // record is incomplete, and stderr says so.
+        if !e.is::<crate::journal::JournalLost>() {
+            return Err(e);
+        }
+        eprintln!("witness: warning: {e:#}; the server's output was passed through and its exit status {status} is kept");
+    }
     Ok(status)
 }
 

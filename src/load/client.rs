@@ -1,7 +1,11 @@
 //! The hot path: sending one request with hyper's pooled client and turning whatever happens into
 //! exactly one [`Outcome`] and one duration. The harness's own limits (connect, whole request) are
 //! told apart from the server's failures, so a timeout is never reported as the server's latency.
+//! witness's own failures (out of file descriptors or ports) are `local`, never the server's. Bodies
+//! are read streaming: the whole body is counted, only a bounded prefix is kept, and a body that
+//! stalls after the status keeps the status on the record.
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -27,7 +31,12 @@ pub struct RequestSpec {
 pub struct Limits {
     pub connect: Duration,
     pub whole: Duration,
+    /// At most this much of a response body is kept in memory (the rest is read and counted).
+    pub max_body: usize,
 }
+
+/// The default of `--max-body`: a few MiB, plenty for a refusal marker or an error page.
+pub const DEFAULT_MAX_BODY: usize = 4 * 1024 * 1024;
 
 /// What one request came to.
 #[derive(Clone, Debug)]
@@ -37,6 +46,10 @@ pub struct Sent {
     pub outcome: Outcome,
     pub status: Option<u16>,
     pub detail: Option<String>,
+    /// Body bytes read (all of them, kept or not), once a status arrived.
+    pub body_bytes: Option<u64>,
+    /// The body was longer than `Limits::max_body`: counted, not kept.
+    pub body_cut: bool,
 }
 
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -83,39 +96,55 @@ pub async fn send(
                 },
                 status: None,
                 detail: Some(format!("could not build the request: {e}")),
+                body_bytes: None,
+                body_cut: false,
             }
         }
     };
+    // What arrived before a timeout dropped the work: the status, and how much body.
+    let seen_status = AtomicU32::new(0);
+    let seen_bytes = AtomicU64::new(0);
     let work = async {
         let resp = client.request(req).await.map_err(Failure::Client)?;
         let status = resp.status().as_u16();
-        let body = resp
-            .into_body()
-            .collect()
+        seen_status.store(status as u32, Ordering::Relaxed);
+        let (kept, total) = read_body(resp.into_body(), limits.max_body, &seen_bytes)
             .await
-            .map_err(|e| Failure::Body(e, status))?
-            .to_bytes();
-        Ok::<_, Failure>((status, body))
+            .map_err(|e| Failure::Body(e, status))?;
+        Ok::<_, Failure>((status, kept, total))
     };
     let res = tokio::time::timeout(limits.whole, work).await;
     let end = Instant::now();
-    let (outcome, status, detail) = match res {
+    let got_status = match seen_status.load(Ordering::Relaxed) {
+        0 => None,
+        s => Some(s as u16),
+    };
+    let bytes = got_status.map(|_| seen_bytes.load(Ordering::Relaxed));
+    let (outcome, status, detail, body_cut) = match res {
         Err(_) => (
             Outcome::Timeout {
                 phase: TimeoutPhase::Request,
                 limit_s: limits.whole.as_secs_f64(),
             },
-            None,
-            None,
+            got_status,
+            got_status.map(|s| {
+                format!(
+                    "status {s} arrived, then the body stalled after {} bytes",
+                    bytes.unwrap_or(0)
+                )
+            }),
+            false,
         ),
-        Ok(Ok((status, body))) => {
+        Ok(Ok((status, kept, total))) => (
+            classify_response(status, &kept, rej),
+            Some(status),
             // The server's reason, for the annotations: the start of an error answer's body.
-            let detail = (status >= 400).then(|| super::outcome::body_start(status, &body));
-            (classify_response(status, &body, rej), Some(status), detail)
-        }
+            (status >= 400).then(|| super::outcome::body_start(status, &kept)),
+            total > kept.len() as u64,
+        ),
         Ok(Err(f)) => {
             let (o, status, d) = f.classify(limits);
-            (o, status, Some(d))
+            (o, status, Some(d), false)
         }
     };
     Sent {
@@ -124,7 +153,41 @@ pub async fn send(
         outcome,
         status,
         detail,
+        body_bytes: bytes,
+        body_cut,
     }
+}
+
+/// Reads a body to its end, keeping at most `max` bytes; returns the kept prefix and the total.
+/// `seen` follows the count, so a caller whose timeout drops this still knows how far it got.
+pub async fn read_body<B>(
+    mut body: B,
+    max: usize,
+    seen: &AtomicU64,
+) -> Result<(Vec<u8>, u64), B::Error>
+where
+    B: hyper::body::Body + Unpin,
+    B::Data: bytes::Buf,
+{
+    use bytes::Buf;
+    let mut kept = Vec::new();
+    let mut total = 0u64;
+    while let Some(frame) = body.frame().await {
+        let Ok(mut data) = frame?.into_data() else {
+            continue;
+        };
+        total += data.remaining() as u64;
+        seen.store(total, Ordering::Relaxed);
+        let mut room = max.saturating_sub(kept.len());
+        while room > 0 && data.has_remaining() {
+            let chunk = data.chunk();
+            let take = chunk.len().min(room);
+            kept.extend_from_slice(&chunk[..take]);
+            data.advance(take);
+            room -= take;
+        }
+    }
+    Ok((kept, total))
 }
 
 enum Failure {
@@ -138,7 +201,12 @@ impl Failure {
             Failure::Client(e) => {
                 let text = chain(&e);
                 let io = io_kind(&e);
-                let outcome = if e.is_connect() {
+                let outcome = if is_local(&e) {
+                    Outcome::Error {
+                        error: ErrorKind::Local,
+                        status: None,
+                    }
+                } else if e.is_connect() {
                     match io {
                         Some(std::io::ErrorKind::TimedOut) => Outcome::Timeout {
                             phase: TimeoutPhase::Connect,
@@ -206,6 +274,34 @@ fn hyper_kind(e: &(dyn std::error::Error + 'static), io: Option<std::io::ErrorKi
     ErrorKind::Other
 }
 
+/// witness's own resources ran out (file descriptors, memory, local ports): its failure, never the
+/// server's, whatever phase it happened in.
+pub fn is_local(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if let Some(code) = io.raw_os_error() {
+                return matches!(
+                    code,
+                    libc::EMFILE
+                        | libc::ENFILE
+                        | libc::ENOBUFS
+                        | libc::ENOMEM
+                        | libc::EADDRNOTAVAIL
+                );
+            }
+            // An io::Error wrapping another error: look inside it.
+            if let Some(inner) = io.get_ref() {
+                if is_local(inner) {
+                    return true;
+                }
+            }
+        }
+        cur = c.source();
+    }
+    false
+}
+
 fn io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cur {
@@ -229,4 +325,34 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = c.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_file_descriptors_is_witness_s_own_failure() {
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        assert!(is_local(&emfile));
+        let wrapped = std::io::Error::other(emfile);
+        assert!(is_local(&wrapped));
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert!(!is_local(&refused));
+    }
+
+    #[tokio::test]
+    async fn a_body_is_counted_whole_and_kept_only_up_to_the_bound() {
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter((0..10).map(|_| {
+            Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::from(vec![
+                7u8;
+                1000
+            ])))
+        })));
+        let seen = AtomicU64::new(0);
+        let (kept, total) = read_body(body, 2500, &seen).await.unwrap();
+        assert_eq!(total, 10_000);
+        assert_eq!(kept.len(), 2500);
+        assert_eq!(seen.load(Ordering::Relaxed), 10_000);
+    }
 }

@@ -14,6 +14,9 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::journal::{Event, Journal, Probe};
 
+/// A health probe reads at most this much of a body before it stops (the connection is not reused).
+const PROBE_BODY: usize = 64 * 1024;
+
 pub struct Prober {
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
     pub url: Uri,
@@ -42,7 +45,15 @@ impl Prober {
         let work = async {
             let resp = self.client.get(self.url.clone()).await?;
             let status = resp.status().as_u16();
-            let _ = resp.into_body().collect().await;
+            // Only the status matters: read at most a little of the body, never a whole huge one.
+            let mut body = resp.into_body();
+            let mut read = 0usize;
+            while read < PROBE_BODY {
+                match body.frame().await {
+                    Some(Ok(f)) => read += f.data_ref().map_or(0, |d| d.len()),
+                    _ => break,
+                }
+            }
             Ok::<_, hyper_util::client::legacy::Error>(status)
         };
         let (status, error) = match tokio::time::timeout(self.limit, work).await {

@@ -1,6 +1,9 @@
 //! The concurrency ladder: for each level, probe health (skip a wedged server, never measure it), read
 //! the server's identity, run n workers, settle, probe and read identity again. Every request is
 //! journalled as it completes with one outcome and one duration; the verdicts are analysis's job.
+//! When the run is stopped (a signal, a journal that cannot be written), every request in flight is
+//! journalled as `interrupted` — not dropped, and never the server's failure — and the level ends
+//! at once, without its settle and after-probe.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use super::client::{self, Limits, RequestSpec};
 use super::health::Prober;
 use super::outcome::Rejection;
 use super::progress::LevelProgress;
-use crate::journal::{group_of_level, Event, Identity, Journal};
+use crate::journal::{group_of_level, ErrorKind, Event, Identity, Journal, Outcome};
 use crate::server::process::State;
 use crate::server::Target;
 
@@ -162,6 +165,7 @@ pub async fn run_level(
     ids: &Arc<AtomicU64>,
     previous: Option<&Identity>,
     live: bool,
+    stop: &tokio::sync::watch::Receiver<bool>,
 ) -> LevelRun {
     let before = prober.probe_journalled(journal, "before").await;
     let identity = target.identity();
@@ -206,11 +210,13 @@ pub async fn run_level(
         let journal = journal.clone();
         let ids = ids.clone();
         let group = group.clone();
+        let mut stop = stop.clone();
         workers.spawn(async move {
             let clock = journal.clock();
             let mut sent = 0u32;
             loop {
                 match budget {
+                    _ if *stop.borrow() => break,
                     Budget::Rounds(r) if sent >= r => break,
                     Budget::Until(t) if Instant::now() >= t => break,
                     _ => {}
@@ -225,7 +231,33 @@ pub async fn run_level(
                     };
                 }
                 tally.started();
-                let s = client::send(&http, &spec, limits, &rej).await;
+                let started = Instant::now();
+                let s = tokio::select! {
+                    s = client::send(&http, &spec, limits, &rej) => s,
+                    _ = stopped(&mut stop) => {
+                        let end = Instant::now();
+                        journal.emit_at(
+                            clock.at(end),
+                            Event::Request {
+                                id: ids.fetch_add(1, Ordering::Relaxed),
+                                group: group.to_string(),
+                                worker: w,
+                                start_s: clock.at(started),
+                                duration_s: end.duration_since(started).as_secs_f64(),
+                                outcome: Outcome::Error {
+                                    error: ErrorKind::Interrupted,
+                                    status: None,
+                                },
+                                status: None,
+                                scheduled_s: None,
+                                detail: Some("in flight when witness stopped the run".into()),
+                                body_bytes: None,
+                                body_cut: false,
+                            },
+                        );
+                        break;
+                    }
+                };
                 tally.finished(&s.outcome);
                 sent += 1;
                 journal.emit_at(
@@ -240,6 +272,8 @@ pub async fn run_level(
                         status: s.status,
                         scheduled_s: None,
                         detail: s.detail,
+                        body_bytes: s.body_bytes,
+                        body_cut: s.body_cut,
                     },
                 );
             }
@@ -251,6 +285,9 @@ pub async fn run_level(
         not_sent += n.unwrap_or(0);
     }
     progress.finish();
+    if *stop.borrow() {
+        return LevelRun::Stopped("witness was stopped during this level".into());
+    }
     let stopped = gone_for_good(target).map(|status| {
         format!("the server died (exit status {status}) and nothing restarts it: the level stopped sending")
     });
@@ -270,6 +307,13 @@ pub async fn run_level(
     }
 }
 
+/// Resolves once the run is told to stop (never, if the sender is gone without saying so).
+pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +324,7 @@ mod tests {
             start_time: 1000 + pid as u64,
             container_id: None,
             container_started_at: None,
+            socket_inode: None,
         }
     }
 

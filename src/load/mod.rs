@@ -2,6 +2,7 @@
 //! the concurrency ladder.
 
 pub mod client;
+pub mod fds;
 pub mod floor;
 pub mod health;
 pub mod ladder;

@@ -1,4 +1,6 @@
-//! Classifying a response: ok below 400; a capacity refusal (429, 503, or a body naming QUEUE_FULL —
+//! Classifying a response: ok for 1xx/2xx and for any status the user accepts (`--accept-status`); an
+//! unexpected 3xx is an error (redirects are not followed, so a server redirecting every call to a
+//! login page must not pass); a capacity refusal (429, 503, or a body naming QUEUE_FULL —
 //! configurable) is `rejected`, correct behaviour counted apart; any other 4xx/5xx is an HTTP error
 //! with its status kept.
 
@@ -10,6 +12,8 @@ pub struct Rejection {
     pub statuses: Vec<u16>,
     /// A body containing this marks a refusal whatever the status.
     pub body_marker: Option<String>,
+    /// Statuses the user declared fine (`--accept-status 301,302`): counted ok.
+    pub accepted: Vec<u16>,
 }
 
 impl Default for Rejection {
@@ -17,6 +21,7 @@ impl Default for Rejection {
         Self {
             statuses: vec![429, 503],
             body_marker: Some("QUEUE_FULL".into()),
+            accepted: Vec::new(),
         }
     }
 }
@@ -40,8 +45,15 @@ pub fn classify_response(status: u16, body: &[u8], rej: &Rejection) -> Outcome {
             };
         }
     }
+    if rej.accepted.contains(&status) {
+        return Outcome::Ok;
+    }
     match status {
-        s if s < 400 => Outcome::Ok,
+        s if s < 300 => Outcome::Ok,
+        s if s < 400 => Outcome::Error {
+            error: ErrorKind::Http3xx,
+            status: Some(s),
+        },
         s if s < 500 => Outcome::Error {
             error: ErrorKind::Http4xx,
             status: Some(s),
@@ -136,7 +148,26 @@ mod tests {
         let r = Rejection {
             statuses: vec![],
             body_marker: None,
+            accepted: vec![],
         };
         assert_eq!(classify_response(429, b"", &r).label(), "error");
+    }
+
+    #[test]
+    fn a_redirect_is_an_error_unless_accepted() {
+        let r = Rejection::default();
+        assert_eq!(
+            classify_response(302, b"", &r),
+            Outcome::Error {
+                error: ErrorKind::Http3xx,
+                status: Some(302)
+            }
+        );
+        let r = Rejection {
+            accepted: vec![301, 302],
+            ..Rejection::default()
+        };
+        assert_eq!(classify_response(302, b"", &r), Outcome::Ok);
+        assert_eq!(classify_response(303, b"", &r).label(), "error");
     }
 }

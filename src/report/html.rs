@@ -975,6 +975,8 @@ mod tests {
                     status: None,
                     scheduled_s: None,
                     detail: None,
+                    body_bytes: None,
+                    body_cut: false,
                 },
             )
         };

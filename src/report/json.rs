@@ -39,6 +39,7 @@ pub fn value(a: &Analysis) -> serde_json::Value {
         );
         o.insert("connect_floor".into(), serde_json::json!(l.floor));
         o.insert("refused".into(), serde_json::json!(l.refused));
+        o.insert("levels_not_run".into(), serde_json::json!(l.levels_not_run));
         o.insert(
             "time_to_ready_s".into(),
             serde_json::json!(l.ready.map(|r| r.1)),
@@ -65,6 +66,7 @@ pub fn value(a: &Analysis) -> serde_json::Value {
                         "identity_before": r.identity_before,
                         "identity_after": r.identity_after,
                         "reasons": r.reasons,
+                        "identity_unread": r.identity_unread,
                         "start_t_s": r.start_t_s,
                         "end_t_s": r.end_t_s,
                         "failures": r.failures,

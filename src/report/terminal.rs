@@ -123,6 +123,14 @@ pub fn level_line(r: &LevelRow) -> String {
     if c.not_sent > 0 {
         apart.push_str(&format!(" not_sent={}", c.not_sent));
     }
+    if c.interrupted > 0 {
+        apart.push_str(&format!(" interrupted={}", c.interrupted));
+    }
+    let restarted = match (r.restarted, &r.identity_unread) {
+        (true, _) => "yes",
+        (false, Some(_)) => "unknown",
+        (false, None) => "no",
+    };
     format!(
         "{:>4} {:>6} {:>7} {:>6} {:>8}  {:>8} {:>8} {:>8}  {:>13}  {:<12} {:<9}{apart}  {verdict}",
         r.concurrency,
@@ -135,7 +143,7 @@ pub fn level_line(r: &LevelRow) -> String {
         s(lat.map(|l| l.p99), 3),
         gave_up,
         after,
-        if r.restarted { "yes" } else { "no" },
+        restarted,
     )
 }
 
@@ -161,6 +169,10 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
         o.push_str("levels (latency over ok requests; failed requests' time to give up apart):\n");
         o.push_str(&level_header());
         o.push('\n');
+    }
+    if !l.levels_not_run.is_empty() {
+        let names: Vec<String> = l.levels_not_run.iter().map(|n| n.to_string()).collect();
+        o.push_str(&t.paint("warn", &format!("levels not run: {}\n", names.join(", "))));
     }
     for r in &l.levels {
         let sev = if r.verdict == "pass" { "info" } else { "bad" };
@@ -626,6 +638,8 @@ pub(crate) mod tests {
                     status: None,
                     scheduled_s: None,
                     detail: None,
+                    body_bytes: None,
+                    body_cut: false,
                 },
             )
         };

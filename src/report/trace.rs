@@ -220,6 +220,8 @@ mod tests {
                     status: Some(200),
                     scheduled_s: None,
                     detail: None,
+                    body_bytes: None,
+                    body_cut: false,
                 },
             )
         };

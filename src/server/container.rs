@@ -847,6 +847,7 @@ impl Watcher {
             start_time,
             container_id: Some(self.id.clone()),
             container_started_at: Some(started_at),
+            socket_inode: None,
         };
         let t = self.t(started);
         if let Some((meaning, died, _)) = &self.last_exit {

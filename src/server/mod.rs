@@ -47,7 +47,8 @@ impl Target {
             }
             Target::Attach(a) => {
                 let port = a.port;
-                Box::new(move || listener_of(port).map(|i| i.pid))
+                // A socket-only identity (pid unreadable) has no process to sample.
+                Box::new(move || listener_of(port).map(|i| i.pid).filter(|p| *p != 0))
             }
             // The container's main process as the host sees it (inspect's `State.Pid`).
             Target::Container(c) => {
@@ -70,6 +71,14 @@ impl Target {
                 c.id.clone(),
             ))],
             _ => vec![Box::new(ProcSampler::new(self.pid_source()))],
+        }
+    }
+
+    /// The last lines a server witness started wrote (empty for others).
+    pub fn last_output(&self, n: usize) -> Vec<String> {
+        match self {
+            Target::Process(s) => s.last_output(n),
+            _ => Vec::new(),
         }
     }
 
@@ -136,30 +145,80 @@ pub fn identity_of(pid: u32) -> Option<Identity> {
         start_time: stat.starttime,
         container_id: None,
         container_started_at: None,
+        socket_inode: None,
     })
 }
 
-/// The process listening on a TCP port (IPv4 or IPv6), found through /proc: the socket's inode in
-/// /proc/net/tcp{,6}, then the process holding that inode among its fds. No lsof needed.
-pub fn listener_of(port: u16) -> Option<Identity> {
-    use procfs::net::TcpState;
-    let mut inodes = Vec::new();
-    for table in [procfs::net::tcp(), procfs::net::tcp6()]
-        .into_iter()
-        .flatten()
-    {
-        for e in table {
-            if e.state == TcpState::Listen && e.local_address.port() == port {
-                inodes.push(e.inode);
-            }
+/// What a look for the listener on a port found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Seen {
+    /// The process holding the listening socket (the oldest holder: a pre-fork server shares the
+    /// socket with its workers).
+    Listener(Identity),
+    /// A listening socket exists, but no process holding it could be read (witness may not read
+    /// other users' /proc/PID/fd): its identity falls back to the socket's inode; `why` says so.
+    SocketOnly { identity: Identity, why: String },
+    /// Nothing listens on the port.
+    Nobody,
+    /// /proc could not be read at all (out of file descriptors, no /proc): not "not listening".
+    Unseen(String),
+}
+
+impl Seen {
+    /// The identity found, if any.
+    pub fn identity(&self) -> Option<Identity> {
+        match self {
+            Seen::Listener(i) | Seen::SocketOnly { identity: i, .. } => Some(i.clone()),
+            _ => None,
         }
     }
-    if inodes.is_empty() {
-        return None;
+}
+
+/// Looks for the process listening on a TCP port (IPv4 or IPv6) through /proc: the socket's inode
+/// in /proc/net/tcp{,6}, then the process holding that inode among its fds. No lsof needed.
+pub fn look(port: u16) -> Seen {
+    use procfs::net::TcpState;
+    let mut inodes = Vec::new();
+    let mut errors = Vec::new();
+    for table in [procfs::net::tcp(), procfs::net::tcp6()] {
+        match table {
+            Ok(t) => inodes.extend(
+                t.into_iter()
+                    .filter(|e| e.state == TcpState::Listen && e.local_address.port() == port)
+                    .map(|e| e.inode),
+            ),
+            Err(e) => errors.push(e.to_string()),
+        }
     }
+    if errors.len() == 2 {
+        return Seen::Unseen(format!("could not read /proc/net/tcp: {}", errors[0]));
+    }
+    if inodes.is_empty() {
+        return Seen::Nobody;
+    }
+    let all = match procfs::process::all_processes() {
+        Ok(a) => a,
+        Err(e) => return Seen::Unseen(format!("could not list /proc: {e}")),
+    };
     let mut found: Vec<u32> = Vec::new();
-    for p in procfs::process::all_processes().ok()?.flatten() {
-        let Ok(fds) = p.fd() else { continue };
+    let mut unreadable = 0u32;
+    let mut unreadable_why = String::new();
+    for p in all.flatten() {
+        let fds = match p.fd() {
+            Ok(f) => f,
+            Err(procfs::ProcError::PermissionDenied(_)) => {
+                unreadable += 1;
+                continue;
+            }
+            Err(procfs::ProcError::NotFound(_)) => continue,
+            Err(e) => {
+                if unreadable_why.is_empty() {
+                    unreadable_why = e.to_string();
+                }
+                unreadable += 1;
+                continue;
+            }
+        };
         for fd in fds.flatten() {
             if let procfs::process::FDTarget::Socket(inode) = fd.target {
                 if inodes.contains(&inode) {
@@ -169,11 +228,73 @@ pub fn listener_of(port: u16) -> Option<Identity> {
             }
         }
     }
-    // A pre-fork server shares the socket with its workers: the oldest holder is the server.
-    found
+    if let Some(id) = found
         .into_iter()
         .filter_map(identity_of)
         .min_by_key(|id| (id.start_time, id.pid))
+    {
+        return Seen::Listener(id);
+    }
+    if unreadable == 0 {
+        // The socket's holder went away between the two reads.
+        return Seen::Nobody;
+    }
+    let inode = inodes.iter().copied().min().unwrap_or(0);
+    let why = if unreadable_why.is_empty() {
+        format!("permission denied reading /proc/PID/fd of {unreadable} process(es) not witness's own (uid {})", unsafe { libc::getuid() })
+    } else {
+        format!("{unreadable} process(es) could not be read: {unreadable_why}")
+    };
+    Seen::SocketOnly {
+        identity: Identity {
+            pid: 0,
+            start_time: 0,
+            container_id: None,
+            container_started_at: None,
+            socket_inode: Some(inode),
+        },
+        why: format!(
+            "the process listening on port {port} could not be identified ({why}); its identity falls back to the listening socket's inode {inode} from /proc/net/tcp, which a restarted server replaces"
+        ),
+    }
+}
+
+/// Whether `pid` is witness's own descendant: the server it started, its workers, and the daemons
+/// that left the server's tree but came to witness as their subreaper.
+pub fn is_ours(pid: u32) -> bool {
+    let me = std::process::id();
+    let mut cur = pid;
+    for _ in 0..64 {
+        if cur == me {
+            return true;
+        }
+        if cur <= 1 {
+            return false;
+        }
+        match procfs::process::Process::new(cur as i32).and_then(|p| p.stat()) {
+            Ok(st) => cur = st.ppid as u32,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// "pid 1234 (toy_server --port 8080)": who a process is, for a person.
+pub fn describe_pid(pid: u32) -> String {
+    let cmd = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.cmdline())
+        .unwrap_or_default()
+        .join(" ");
+    if cmd.is_empty() {
+        format!("pid {pid}")
+    } else {
+        format!("pid {pid} ({cmd})")
+    }
+}
+
+/// The process listening on a TCP port, or the socket-only identity when its pid cannot be read.
+pub fn listener_of(port: u16) -> Option<Identity> {
+    look(port).identity()
 }
 
 #[cfg(test)]

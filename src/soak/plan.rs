@@ -1325,6 +1325,7 @@ pub fn resolve(
                 .map(|d| d.0)
                 .unwrap_or(p.timeout.0.min(Duration::from_secs(5))),
             whole: p.timeout.0,
+            max_body: crate::load::client::DEFAULT_MAX_BODY,
         },
         check_timeout: p.check_timeout.0,
         drain_grace: p.drain_grace.0,
@@ -1333,6 +1334,7 @@ pub fn resolve(
         rejection: Rejection {
             statuses: p.reject_status.clone(),
             body_marker: (!p.reject_body.is_empty()).then(|| p.reject_body.clone()),
+            accepted: Vec::new(),
         },
         base,
         health,

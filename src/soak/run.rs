@@ -242,6 +242,8 @@ impl Shared {
                 status: s.status,
                 scheduled_s: scheduled,
                 detail: s.detail,
+                body_bytes: s.body_bytes,
+                body_cut: s.body_cut,
             },
         );
         self.in_flight.fetch_sub(1, Ordering::Relaxed);

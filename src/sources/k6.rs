@@ -244,6 +244,8 @@ impl K6Stream {
                 status: r.status,
                 scheduled_s: None,
                 detail: Some(r.detail),
+                body_bytes: None,
+                body_cut: false,
             },
             origin: None,
         })

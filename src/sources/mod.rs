@@ -552,6 +552,8 @@ pub(crate) mod tests {
             status: Some(200),
             scheduled_s: None,
             detail: None,
+            body_bytes: None,
+            body_cut: false,
         }
     }
 
