@@ -1,9 +1,7 @@
 //! The witness binary: parse, run, map the error to an exit code.
 
-use clap::Parser;
-
 fn main() {
-    let cli = witness::cli::Cli::parse();
+    let cli = witness::cli::Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let internal = cli.command.internal_error_code();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

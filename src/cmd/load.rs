@@ -37,6 +37,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             )
         })
         .transpose()?;
+    if target_cfg.is_none() {
+        super::check_attach_watch(&args.supervise.watch)?;
+    }
     check_loopback(&cfg.spec.uri, args.allow_remote).await?;
     check_loopback(&cfg.health, args.allow_remote).await?;
     check_outputs(&args.output)?;
@@ -311,17 +314,13 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
         })?;
         headers.append(name, value);
     }
-    if a.levels.is_empty() || a.levels.contains(&0) {
-        return Err(usage("--levels must be positive concurrencies, e.g. 1,4,8"));
+    if a.levels.is_empty() {
+        return Err(usage(
+            "--levels needs at least one concurrency (1 to 10000), e.g. 1,4,8",
+        ));
     }
     if a.factor <= 0.0 || !a.factor.is_finite() {
         return Err(usage("--factor must be a positive number, e.g. 1.5"));
-    }
-    if a.rounds == Some(0) {
-        return Err(usage("--rounds must be at least 1"));
-    }
-    if a.timeout.is_zero() {
-        return Err(usage("--timeout must be more than zero"));
     }
     Ok(LadderConfig {
         spec: RequestSpec {

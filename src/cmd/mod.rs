@@ -100,6 +100,19 @@ pub fn container_config(
     })
 }
 
+/// Attach mode (no command, no container): witness reads no output of the server, so a `--watch`
+/// pattern could never match. A bad one is named like anywhere else; a good one is refused rather
+/// than accepted silently.
+pub fn check_attach_watch(watch: &[String]) -> anyhow::Result<()> {
+    Patterns::new(watch)?;
+    if let Some(w) = watch.first() {
+        return Err(usage(format!(
+            "--watch {w:?}: witness reads no output from a server it attached to (no command after `--`, no --image/--container), so this pattern would never match; start the server with witness (`-- CMD`) or drop --watch"
+        )));
+    }
+    Ok(())
+}
+
 /// The server under test, validated from its flags before anything starts.
 pub enum TargetConfig {
     Process(ProcessConfig),

@@ -39,6 +39,11 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             )
         })
         .transpose()?;
+    if target_cfg.is_none() {
+        // The plan's own fatal patterns need the server's output too, but a plan is shared between
+        // modes: only the user's --watch is refused here.
+        super::check_attach_watch(&args.supervise.watch)?;
+    }
     for u in plan.urls() {
         check_loopback(u, args.allow_remote).await?;
     }
