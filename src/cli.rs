@@ -140,7 +140,8 @@ impl SuperviseArgs {
 /// Where the run's records go.
 #[derive(Args, Debug, Clone)]
 pub struct OutputArgs {
-    /// The journal (JSON Lines); default: a new file in the temp folder, named at the end.
+    /// The journal (JSON Lines); default: a new file in $XDG_STATE_HOME/witness (else
+    /// ~/.local/state/witness), named at the end. Never written through a symbolic link.
     #[arg(long, value_name = "FILE")]
     pub journal: Option<PathBuf>,
     /// Write the JSON report here at the end.
@@ -252,9 +253,18 @@ pub struct LoadArgs {
     /// Request body: TEXT, or @FILE to read it from a file.
     #[arg(long, default_value = "{}")]
     pub body: String,
-    /// Extra request header 'Name: value' (repeatable).
+    /// Extra request header 'Name: value' (repeatable). The values of Authorization,
+    /// Proxy-Authorization, Cookie and any --secret-header are secrets: they appear in no file and
+    /// no line witness prints (shown as ***).
     #[arg(long = "header", value_name = "'K: V'")]
     pub header: Vec<String>,
+    /// Treat this header's value as a secret too, like Authorization (repeatable).
+    #[arg(long = "secret-header", value_name = "NAME")]
+    pub secret_header: Vec<String>,
+    /// A request header whose value is read from an environment variable, 'Name=VAR' (repeatable):
+    /// always a secret, and not in witness's argv where `ps` could read it.
+    #[arg(long = "header-env", value_name = "NAME=VAR")]
+    pub header_env: Vec<String>,
     /// Health probe URL; default: the URL's origin + /health.
     #[arg(long)]
     pub health_url: Option<String>,

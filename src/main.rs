@@ -17,7 +17,11 @@ fn main() {
     let code = match rt.block_on(witness::run(cli)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("witness: error: {err:#}");
+            // The run's secrets never reach the terminal, whatever the error quotes.
+            eprintln!(
+                "witness: error: {}",
+                witness::secrets::scrub(&format!("{err:#}"))
+            );
             witness::error::exit_code(&err, internal)
         }
     };

@@ -153,3 +153,73 @@ fn a_plan_asking_for_a_hundred_million_workers_is_refused_before_anything_starts
     );
     assert!(!journal.exists(), "a refused plan wrote a journal");
 }
+
+#[test]
+fn a_journal_path_error_is_exit_2_and_no_folder_is_created() {
+    let root = std::path::PathBuf::from(format!("/witness-it-nofolder-{}", std::process::id()));
+    let j = root.join("sub").join("j.jsonl");
+    let js = j.to_str().unwrap();
+    refused(
+        &["wrap", "--gpu", "off", "--journal", js, "--", "true"],
+        &["--journal", "does not exist"],
+    );
+    let a = load_with(&["--journal", js]);
+    refused(&strs(&a), &["--journal", "does not exist"]);
+    assert!(
+        !root.exists(),
+        "witness created {} silently",
+        root.display()
+    );
+    let dir = tempdir("journal-dir");
+    refused(
+        &["wrap", "--journal", dir.to_str().unwrap(), "--", "true"],
+        &["--journal", "is a folder"],
+    );
+}
+
+#[test]
+fn report_on_a_missing_or_foreign_file_is_exit_2_naming_it() {
+    let dir = tempdir("report-bad");
+    let missing = dir.join("nope.jsonl");
+    refused(
+        &["report", missing.to_str().unwrap()],
+        &["opening the journal", "nope.jsonl"],
+    );
+    let foreign = dir.join("notes.txt");
+    std::fs::write(&foreign, "hello\n").unwrap();
+    refused(
+        &["report", foreign.to_str().unwrap()],
+        &["notes.txt", "is this a journal?"],
+    );
+}
+
+#[test]
+fn a_command_that_cannot_start_is_said_once_and_a_bare_name_names_path() {
+    let dir = tempdir("spawn");
+    let j = dir.join("j.jsonl");
+    let out = witness_run(&[
+        "wrap",
+        "--gpu",
+        "off",
+        "--journal",
+        j.to_str().unwrap(),
+        "--",
+        "witness-surely-not-a-command",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{err}");
+    assert!(err.contains("no such command in PATH"), "{err}");
+    let out = witness_run(&[
+        "wrap",
+        "--gpu",
+        "off",
+        "--journal",
+        j.to_str().unwrap(),
+        "--",
+        "/etc/passwd",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    let last = err.lines().last().unwrap();
+    assert_eq!(last.matches("(os error 13)").count(), 1, "{last}");
+}

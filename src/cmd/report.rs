@@ -6,7 +6,9 @@ use crate::cli::{ReportArgs, ReportFormat};
 use crate::report::{self, View};
 
 pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
-    let loaded = crate::journal::read(&args.journal)?;
+    // A missing or unreadable file is the user's to fix (exit 2), like any other bad input.
+    let loaded =
+        crate::journal::read(&args.journal).map_err(|e| crate::error::usage(format!("{e:#}")))?;
     for s in &loaded.skipped {
         eprintln!(
             "witness: {}: skipped an unreadable {s}",

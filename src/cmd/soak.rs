@@ -48,6 +48,8 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
         check_loopback(u, args.allow_remote).await?;
     }
     check_outputs(&args.output)?;
+    // Before anything is written or printed: the plan's secret values are scrubbed everywhere.
+    crate::secrets::install(&plan.secret_values)?;
     let journal = open_journal("soak", &args.output)?;
     // Before anything else is written: no line of the journal may carry a secret's value.
     journal.redact(&plan.secret_values)?;
@@ -136,7 +138,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
         }
         Ok(Ending::Violated { interval, reason }) => {
             let why = format!("invariant violated at interval {interval}: {reason}");
-            eprintln!("witness: soak aborted: {why}");
+            eprintln!("witness: soak aborted: {}", crate::secrets::scrub(&why));
             finish(&journal, &args, &why, true)?;
             Ok(1)
         }

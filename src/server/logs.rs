@@ -293,7 +293,7 @@ impl LineSink {
         };
         Self {
             out,
-            lines: LineSplitter::default(),
+            lines: LineSplitter::with_limit(MAX_LINE + SECRET_SLACK),
             scratch: Vec::new(),
             stream,
             pid,
@@ -353,6 +353,20 @@ fn on_line(
     if !hot && !carried {
         return;
     }
+    // Secrets are masked before the cut to MAX_LINE, so no secret's first bytes survive it.
+    let secrets = crate::secrets::values();
+    let scrubbed;
+    let (line, truncated) = if secrets.is_empty() {
+        (
+            &line[..line.len().min(MAX_LINE)],
+            truncated || line.len() > MAX_LINE,
+        )
+    } else {
+        let raw: Vec<Vec<u8>> = secrets.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let (kept, cut) = crate::secrets::scrub_and_cut(line, MAX_LINE, &raw);
+        scrubbed = kept;
+        (&scrubbed[..], truncated || cut)
+    };
     let Some(label) = patterns.label_bytes(line) else {
         return;
     };
@@ -369,13 +383,33 @@ fn on_line(
 }
 
 /// Splits a byte stream into lines with a bounded buffer.
-#[derive(Default)]
 pub struct LineSplitter {
     cur: Vec<u8>,
     truncated: bool,
+    /// Bytes kept of one line.
+    limit: usize,
 }
 
+impl Default for LineSplitter {
+    fn default() -> Self {
+        Self::with_limit(MAX_LINE)
+    }
+}
+
+/// Bytes a server's line keeps past [`MAX_LINE`] until it is scrubbed of secrets, so a secret
+/// the cut would fall inside is seen whole and masked before the line is cut to [`MAX_LINE`].
+pub const SECRET_SLACK: usize = 4096;
+
 impl LineSplitter {
+    /// A splitter that keeps at most `limit` bytes of a line.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            cur: Vec::new(),
+            truncated: false,
+            limit,
+        }
+    }
+
     /// Calls `on_line(line, truncated, carried)` for each complete line; `carried` says the line began
     /// in an earlier chunk.
     pub fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(&[u8], bool, bool)) {
@@ -383,8 +417,8 @@ impl LineSplitter {
             let part = &chunk[..i];
             if self.cur.is_empty() && !self.truncated {
                 on_line(
-                    &part[..part.len().min(MAX_LINE)],
-                    part.len() > MAX_LINE,
+                    &part[..part.len().min(self.limit)],
+                    part.len() > self.limit,
                     false,
                 );
             } else {
@@ -399,7 +433,7 @@ impl LineSplitter {
     }
 
     fn keep(&mut self, part: &[u8]) {
-        let room = MAX_LINE - self.cur.len();
+        let room = self.limit - self.cur.len();
         if part.len() > room {
             self.truncated = true;
         }
