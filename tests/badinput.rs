@@ -223,3 +223,34 @@ fn a_command_that_cannot_start_is_said_once_and_a_bare_name_names_path() {
     let last = err.lines().last().unwrap();
     assert_eq!(last.matches("(os error 13)").count(), 1, "{last}");
 }
+
+/// Every input `scripts/fuzz.sh` found a panic with (tests/fuzz/) renders in every format without
+/// one: a hostile journal is bad input, never a crash.
+#[test]
+fn journals_the_fuzzer_crashed_on_render_in_every_format() {
+    let dir = repo().join("tests/fuzz");
+    let mut n = 0;
+    for f in std::fs::read_dir(&dir).unwrap().flatten() {
+        let path = f.path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        n += 1;
+        for format in ["text", "json", "html", "trace"] {
+            let out = witness_run(&["report", path.to_str().unwrap(), "--format", format]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                matches!(out.status.code(), Some(0) | Some(2)),
+                "{} --format {format}: {:?}\n{err}",
+                path.display(),
+                out.status
+            );
+            assert!(!err.contains("panicked"), "{}: {err}", path.display());
+        }
+    }
+    assert!(
+        n >= 3,
+        "the fuzz regressions are missing from {}",
+        dir.display()
+    );
+}
