@@ -236,8 +236,17 @@ fn journals_the_fuzzer_crashed_on_render_in_every_format() {
             continue;
         }
         n += 1;
+        let rendered = tempdir("fuzz-render").join("out");
         for format in ["text", "json", "html", "trace"] {
-            let out = witness_run(&["report", path.to_str().unwrap(), "--format", format]);
+            // To a file: run_bounded does not read stdout while it waits.
+            let out = witness_run(&[
+                "report",
+                path.to_str().unwrap(),
+                "--format",
+                format,
+                "-o",
+                rendered.to_str().unwrap(),
+            ]);
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(
                 matches!(out.status.code(), Some(0) | Some(2)),
