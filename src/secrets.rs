@@ -27,7 +27,7 @@ pub fn install(values: &[String]) -> anyhow::Result<()> {
             short.len()
         );
     }
-    v.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    v.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     v.dedup();
     if SECRETS.get() == Some(&v) {
         return Ok(());

@@ -191,6 +191,20 @@ fn report_on_a_missing_or_foreign_file_is_exit_2_naming_it() {
         &["report", foreign.to_str().unwrap()],
         &["notes.txt", "is this a journal?"],
     );
+    let journal = repo().join("tests/fuzz/trace-overflow-1.jsonl");
+    let nowhere = dir.join("no-such-folder").join("r.html");
+    refused(
+        &[
+            "report",
+            journal.to_str().unwrap(),
+            "--format",
+            "html",
+            "-o",
+            nowhere.to_str().unwrap(),
+        ],
+        &["-o", "r.html"],
+    );
+    assert!(!nowhere.parent().unwrap().exists());
 }
 
 #[test]

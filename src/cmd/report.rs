@@ -27,7 +27,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     };
     match &args.output {
         Some(path) => {
-            report::write_file(view.as_ref(), &analysis, path, "-o")?;
+            // Where the user asked it to go: a path that cannot be written is theirs to fix (2).
+            report::write_file(view.as_ref(), &analysis, path, "-o")
+                .map_err(|e| crate::error::usage(format!("{e:#}")))?;
             if let Some(p) = &analysis.partial {
                 eprintln!("witness: {p}");
             }
