@@ -107,8 +107,70 @@ pub fn scrub_and_cut(line: &[u8], max: usize, secrets: &[Vec<u8>]) -> (Vec<u8>, 
     (v, true)
 }
 
+/// Scrubs a byte stream passed through in chunks (a server's output with `--show-output`): a
+/// secret split across two chunks is still masked, because the last bytes that could begin one are
+/// held back until the next chunk (or the end) shows whether they do.
+pub struct StreamScrubber {
+    secrets: Vec<Vec<u8>>,
+    held: Vec<u8>,
+}
+
+impl StreamScrubber {
+    pub fn new(secrets: &[String]) -> Self {
+        Self {
+            secrets: secrets.iter().map(|s| s.as_bytes().to_vec()).collect(),
+            held: Vec::new(),
+        }
+    }
+
+    /// The bytes of `chunk` (after what was held) that are safe to write now, scrubbed.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.held.extend_from_slice(chunk);
+        let longest = self.secrets.iter().map(Vec::len).max().unwrap_or(0);
+        let mut out = Vec::with_capacity(self.held.len());
+        let mut i = 0;
+        let buf = std::mem::take(&mut self.held);
+        while i < buf.len() {
+            if let Some(s) = self.secrets.iter().find(|s| buf[i..].starts_with(s)) {
+                out.extend_from_slice(MASK.as_bytes());
+                i += s.len();
+                continue;
+            }
+            // Could a secret begin here and end in a later chunk? Hold the rest back.
+            if buf.len() - i < longest
+                && self
+                    .secrets
+                    .iter()
+                    .any(|s| s.len() > buf.len() - i && s.starts_with(&buf[i..]))
+            {
+                break;
+            }
+            out.push(buf[i]);
+            i += 1;
+        }
+        self.held = buf[i..].to_vec();
+        out
+    }
+
+    /// The end of the stream: what was held back is no secret.
+    pub fn finish(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.held)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stream_split_inside_a_secret_is_still_masked() {
+        let mut s = StreamScrubber::new(&["hunter22".to_string()]);
+        let mut out = s.push(b"pass=hun");
+        assert_eq!(out, b"pass=", "the possible start is held back");
+        out.extend(s.push(b"ter22 ok\nhu"));
+        out.extend(s.push(b"m"));
+        out.extend(s.finish());
+        assert_eq!(String::from_utf8(out).unwrap(), "pass=*** ok\nhum");
+    }
+
     use super::*;
 
     #[test]

@@ -112,7 +112,7 @@ fn a_plan_secret_stays_out_of_the_abort_message_and_a_line_cut_at_16_kib() {
     .unwrap();
     let port = free_port().to_string();
     // Before it serves, the server prints a 16 KiB line whose cut falls 6 bytes into the token,
-    // then a fatal line quoting the token in full.
+    // then a fatal line quoting the token in full (passed through with --show-output).
     let script = format!(
         r#"awk 'BEGIN {{ s = "x"; while (length(s) < 16373) s = s s; s = substr(s, 1, 16373); t = ENVIRON["WITNESS_SOAK_TOKEN"]; print "LONG " s t " tail"; print "FATAL token=" t; fflush() }}'; exec "$0" --port {port} --require-secret-env WITNESS_SOAK_TOKEN"#
     );
@@ -125,6 +125,8 @@ fn a_plan_secret_stays_out_of_the_abort_message_and_a_line_cut_at_16_kib() {
             .args(["--base-url", &format!("http://127.0.0.1:{port}")])
             .args(["--duration", "20s", "--gpu", "off"])
             .args(["--watch", "long=^LONG"])
+            // The server's own output passed through is scrubbed too.
+            .arg("--show-output")
             .arg("--journal")
             .arg(&journal)
             .arg("--report")

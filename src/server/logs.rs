@@ -276,6 +276,8 @@ pub struct LineSink {
     pid: Option<u32>,
     patterns: Arc<Patterns>,
     journal: Journal,
+    /// Set when the run carries secrets: the pass-through is scrubbed of them.
+    scrubber: Option<crate::secrets::StreamScrubber>,
 }
 
 impl LineSink {
@@ -299,13 +301,24 @@ impl LineSink {
             pid,
             patterns,
             journal,
+            scrubber: crate::secrets::carried()
+                .then(|| crate::secrets::StreamScrubber::new(crate::secrets::values())),
         }
     }
 
     pub fn push(&mut self, chunk: &[u8]) {
         if let Some(w) = self.out.as_mut() {
+            // A run that carries secrets passes the server's output through scrubbed.
+            let scrubbed;
+            let pass = match self.scrubber.as_mut() {
+                Some(s) => {
+                    scrubbed = s.push(chunk);
+                    &scrubbed[..]
+                }
+                None => chunk,
+            };
             // A closed stdout (EPIPE) must not stop the draining, only the pass-through.
-            if w.write_all(chunk).and_then(|_| w.flush()).is_err() {
+            if w.write_all(pass).and_then(|_| w.flush()).is_err() {
                 self.out = None;
             }
         }
@@ -325,6 +338,9 @@ impl LineSink {
 
     /// The end of the stream: a last line with no newline is still matched.
     pub fn finish(&mut self) {
+        if let (Some(w), Some(s)) = (self.out.as_mut(), self.scrubber.as_mut()) {
+            let _ = w.write_all(&s.finish()).and_then(|_| w.flush());
+        }
         let Self {
             lines,
             stream,
