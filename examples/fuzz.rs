@@ -58,6 +58,9 @@ const EXTREMES: &[&str] = &[
     "\"99999999999999999999s\"",
     "\"\\u0000\"",
     "\"\\ud800\"",
+    "fuzz-secret-value",
+    "fuzz-secret-",
+    "-value",
 ];
 
 fn mutate_bytes(rng: &mut Rng, input: &[u8], corpus: &[Vec<u8>]) -> Vec<u8> {
@@ -264,6 +267,11 @@ fn log_target(rng_seed: u64, input: &[u8]) {
     let mut splitter = LineSplitter::with_limit(MAX_LINE + 64);
     let mut on_line = |l: &[u8], _t: bool, _c: bool| {
         let (kept, _) = witness::secrets::scrub_and_cut(l, MAX_LINE, &secrets);
+        // A property, not just "no panic": no kept line holds a secret.
+        assert!(
+            memchr::memmem::find(&kept, &secrets[0]).is_none(),
+            "a secret survived scrub_and_cut"
+        );
         PATTERNS.with(|p| {
             let _ = p.label_bytes(&kept);
             let _ = p.timer_in(&String::from_utf8_lossy(&kept));
@@ -271,13 +279,22 @@ fn log_target(rng_seed: u64, input: &[u8]) {
             let _ = p.may_match(&kept, &mut scratch);
         });
     };
+    // The pass-through scrubber, fed the same chunks: the whole output never holds a secret.
+    let mut stream = witness::secrets::StreamScrubber::new(&["fuzz-secret-value".to_string()]);
+    let mut passed = Vec::new();
     let mut rest = input;
     while !rest.is_empty() {
         let n = 1 + rng.below(rest.len().min(4096));
         splitter.push(&rest[..n], &mut on_line);
+        passed.extend(stream.push(&rest[..n]));
         rest = &rest[n..];
     }
     splitter.finish(&mut on_line);
+    passed.extend(stream.finish());
+    assert!(
+        memchr::memmem::find(&passed, b"fuzz-secret-value").is_none(),
+        "a secret survived the stream scrubber"
+    );
 }
 
 fn main() {
