@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::server::process::RestartPolicy;
 use crate::units::{
-    parse_clock_offset, parse_cpus, parse_duration, parse_interval, parse_memory_limit,
+    parse_clock_offset, parse_cpus, parse_duration, parse_interval, parse_level,
+    parse_memory_limit, parse_positive_duration, parse_rounds,
 };
 
 #[derive(Parser, Debug)]
@@ -21,6 +22,53 @@ use crate::units::{
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parses witness's arguments. A negative value after a flag (`--levels -1`, `--timeout -1s`)
+    /// reaches that flag's own parser, which names the flag and the accepted range: clap would
+    /// otherwise call it an unknown argument and suggest `-- -1`, which in witness starts the
+    /// server's command.
+    pub fn parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let err = match Self::try_parse_from(&args) {
+            Ok(cli) => return Ok(cli),
+            Err(e) => e,
+        };
+        if err.kind() != clap::error::ErrorKind::UnknownArgument {
+            return Err(err);
+        }
+        let Some(clap::error::ContextValue::String(bad)) =
+            err.get(clap::error::ContextKind::InvalidArg).cloned()
+        else {
+            return Err(err);
+        };
+        // clap names only the first short-flag piece of "-1s" ("-1"): find the whole word.
+        let negative = |a: &std::ffi::OsString| {
+            let a = a.to_string_lossy();
+            a.starts_with(bad.as_str())
+                && a.starts_with('-')
+                && a[1..].starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        };
+        let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        let at = args[..end].iter().position(negative);
+        match at {
+            Some(i) if i > 0 && args[i - 1].to_string_lossy().starts_with("--") => {
+                let mut joined = args[..i - 1].to_vec();
+                let mut pair = args[i - 1].clone();
+                pair.push("=");
+                pair.push(&args[i]);
+                joined.push(pair);
+                joined.extend_from_slice(&args[i + 1..]);
+                Self::parse_args(joined)
+            }
+            _ => Err(err),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -75,7 +123,7 @@ pub struct SuperviseArgs {
     #[arg(long = "watch", value_name = "REGEX")]
     pub watch: Vec<String>,
     /// A timer you know of (a watchdog, a proxy timeout): exits and durations near it are flagged.
-    #[arg(long = "timer", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long = "timer", value_parser = parse_positive_duration, value_name = "DURATION")]
     pub timer: Vec<Duration>,
     /// After asking the server to stop (SIGTERM or a forwarded signal), SIGKILL its process group
     /// this long later.
@@ -93,7 +141,8 @@ impl SuperviseArgs {
 /// Where the run's records go.
 #[derive(Args, Debug, Clone)]
 pub struct OutputArgs {
-    /// The journal (JSON Lines); default: a new file in the temp folder, named at the end.
+    /// The journal (JSON Lines); default: a new file in $XDG_STATE_HOME/witness (else
+    /// ~/.local/state/witness), named at the end. Never written through a symbolic link.
     #[arg(long, value_name = "FILE")]
     pub journal: Option<PathBuf>,
     /// Write the JSON report here at the end.
@@ -205,26 +254,35 @@ pub struct LoadArgs {
     /// Request body: TEXT, or @FILE to read it from a file.
     #[arg(long, default_value = "{}")]
     pub body: String,
-    /// Extra request header 'Name: value' (repeatable).
+    /// Extra request header 'Name: value' (repeatable). The values of Authorization,
+    /// Proxy-Authorization, Cookie and any --secret-header are secrets: they appear in no file and
+    /// no line witness prints (shown as ***).
     #[arg(long = "header", value_name = "'K: V'")]
     pub header: Vec<String>,
+    /// Treat this header's value as a secret too, like Authorization (repeatable).
+    #[arg(long = "secret-header", value_name = "NAME")]
+    pub secret_header: Vec<String>,
+    /// A request header whose value is read from an environment variable, 'Name=VAR' (repeatable):
+    /// always a secret, and not in witness's argv where `ps` could read it.
+    #[arg(long = "header-env", value_name = "NAME=VAR")]
+    pub header_env: Vec<String>,
     /// Health probe URL; default: the URL's origin + /health.
     #[arg(long)]
     pub health_url: Option<String>,
     /// Concurrency levels, in order.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8", value_parser = parse_level)]
     pub levels: Vec<u32>,
     /// Requests each worker sends per level.
-    #[arg(long, conflicts_with = "duration")]
+    #[arg(long, conflicts_with = "duration", value_parser = parse_rounds)]
     pub rounds: Option<u32>,
     /// Instead of rounds: each worker sends back to back for this long per level.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_positive_duration)]
     pub duration: Option<Duration>,
     /// witness's own limit on one whole request (connect included).
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
     pub timeout: Duration,
     /// witness's own limit on connecting; default: the smaller of --timeout and 5s.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_positive_duration)]
     pub connect_timeout: Option<Duration>,
     /// Wait after a level before probing health and identity again.
     #[arg(long, value_parser = parse_duration, default_value = "2s")]
@@ -236,7 +294,7 @@ pub struct LoadArgs {
     #[arg(long, value_parser = parse_duration, default_value = "50ms")]
     pub cliff_slack: Duration,
     /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
-    #[arg(long, value_parser = parse_duration, default_value = "100ms")]
+    #[arg(long, value_parser = parse_positive_duration, default_value = "100ms")]
     pub max_connect_floor: Duration,
     /// Allow a target that is not a loopback address (a load test aimed at the wrong host is an outage).
     #[arg(long)]
@@ -256,10 +314,10 @@ pub struct LoadArgs {
     #[arg(long, value_parser = crate::units::parse_size, default_value = "4MiB", value_name = "SIZE")]
     pub max_body: u64,
     /// With a command: how long to wait for health to answer 200 before the first level.
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
     pub ready_timeout: Duration,
     /// witness's own limit on one health probe.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_parser = parse_positive_duration, default_value = "5s")]
     pub health_timeout: Duration,
     /// How often the server's resources are sampled.
     #[arg(long, value_parser = parse_interval, default_value = "1s")]
@@ -288,14 +346,14 @@ pub struct SoakArgs {
     #[arg(long, value_name = "PLAN.toml")]
     pub plan: PathBuf,
     /// How long the workload runs (overrides the plan's `duration`).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_positive_duration)]
     pub duration: Option<Duration>,
     /// Seeds every random choice, so a soak can be replayed (default: the plan's, else random and
     /// printed).
     #[arg(long)]
     pub seed: Option<u64>,
     /// The progress interval: invariants, gauges and the progress line (overrides the plan's).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_interval)]
     pub interval: Option<Duration>,
     /// A fault witness performs on purpose, to prove the harness notices: kill@5m, stop@2m+10s
     /// (SIGSTOP, SIGCONT 10 s later), restart@90s (SIGTERM; the restart policy brings it back).
@@ -309,7 +367,7 @@ pub struct SoakArgs {
     #[arg(long, value_parser = parse_interval, default_value = "1s")]
     pub sample_interval: Duration,
     /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
-    #[arg(long, value_parser = parse_duration, default_value = "100ms")]
+    #[arg(long, value_parser = parse_positive_duration, default_value = "100ms")]
     pub max_connect_floor: Duration,
     /// Allow targets that are not loopback addresses.
     #[arg(long)]
@@ -387,6 +445,35 @@ mod tests {
         assert!(e.to_string().contains("cannot be used with"), "{e}");
         assert!(Cli::try_parse_from(["witness", "wrap"]).is_err());
         assert!(Cli::try_parse_from(["witness", "wrap", "--container", "c"]).is_ok());
+    }
+
+    #[test]
+    fn a_negative_value_reaches_the_flags_own_parser() {
+        let e = Cli::parse_args([
+            "witness",
+            "load",
+            "--url",
+            "http://127.0.0.1:1/",
+            "--levels",
+            "-1",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--levels") && e.contains("from 1 to 10000"),
+            "{e}"
+        );
+        assert!(!e.contains("'-- -1'"), "{e}");
+        let e = Cli::parse_args(["witness", "load", "--url", "u", "--timeout", "-1s"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--timeout") && e.contains("negative"), "{e}");
+        // A value that only looks negative to clap is still the flag's value.
+        let ok = Cli::parse_args(["witness", "load", "--url", "u", "--factor", "-1.5"]).unwrap();
+        let Command::Load(l) = ok.command else {
+            panic!("not load")
+        };
+        assert_eq!(l.factor, -1.5);
     }
 
     #[test]

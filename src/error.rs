@@ -4,9 +4,10 @@
 //! |------|---------|
 //! | 0    | load/soak: every level passed |
 //! | 1    | load/soak: a verdict failed or a level was skipped |
-//! | 2    | bad usage or configuration (also: no Docker engine answers, an image not on the engine) |
+//! | 2    | bad usage or configuration, named: a flag's value, a plan, a journal or output path (a missing folder, a link, a folder), `report` on a missing or foreign file (also: no Docker engine answers, an image not on the engine) |
 //! | 3    | the harness could not measure honestly (connect floor, target unhealthy, no GPU) |
 //! | 4    | load/soak: the journal could not be written (disk full, I/O error): the run stopped at once and what came after is not on record |
+//! | 101  | never: a panic is a bug (bad input is 2) |
 //! | 125  | wrap: witness itself failed (as `timeout` and `docker run` do) |
 //! | 126/127 | wrap: the command could not be executed / was not found |
 //! | other | wrap: the child's own status (128+N for signal N) |

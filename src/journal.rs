@@ -683,20 +683,57 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Creates the file, writes the header, and starts the background flusher.
+    /// Creates the file the user named (never through a symlink, and never creating folders: a
+    /// missing folder is a usage error naming `--journal`), writes the header, and starts the
+    /// background flusher. The run's secrets ([`crate::secrets`]) are scrubbed from every line,
+    /// the header's argv included.
     pub fn create(path: &Path, header: &Header) -> anyhow::Result<Self> {
+        Self::create_file(path, header, false)
+    }
+
+    /// Like [`Journal::create`] for a name witness chose: the file must not exist yet.
+    pub fn create_new(path: &Path, header: &Header) -> anyhow::Result<Self> {
+        Self::create_file(path, header, true)
+    }
+
+    fn create_file(path: &Path, header: &Header, exclusive: bool) -> anyhow::Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| {
-                format!(
-                    "creating the journal's folder {} (--journal)",
+            if !dir.is_dir() {
+                return Err(crate::error::usage(format!(
+                    "--journal {}: the folder {} does not exist; create it or choose another path",
+                    path.display(),
                     dir.display()
-                )
-            })?;
+                )));
+            }
         }
-        let file = File::create(path)
-            .with_context(|| format!("creating the journal {} (--journal)", path.display()))?;
+        if path.is_dir() {
+            return Err(crate::error::usage(format!(
+                "--journal {} is a folder; give a file name inside it",
+                path.display()
+            )));
+        }
+        let opened = if exclusive {
+            crate::files::create_new(path)
+        } else {
+            crate::files::create_named(path)
+        };
+        let file = opened.map_err(|e| {
+            crate::error::usage(format!(
+                "--journal {}: could not create the journal: {e}",
+                path.display()
+            ))
+        })?;
+        let redact = std::sync::OnceLock::new();
+        let forms = json_forms(crate::secrets::values())?;
+        if !forms.is_empty() {
+            let _ = redact.set(forms);
+        }
+        let mut head = serde_json::to_vec(header)?;
+        if let Some(forms) = redact.get() {
+            head = scrub(head, forms);
+        }
         let mut out = BufWriter::with_capacity(256 * 1024, file);
-        serde_json::to_writer(&mut out, header)?;
+        out.write_all(&head)?;
         out.write_all(b"\n")?;
         out.flush()
             .with_context(|| format!("writing the journal {}", path.display()))?;
@@ -711,7 +748,7 @@ impl Journal {
             tails: Mutex::new(Vec::new()),
             clock: RunClock::start(),
             path: path.to_owned(),
-            redact: std::sync::OnceLock::new(),
+            redact,
             failure: tokio::sync::watch::channel(None).0,
         });
         spawn_flusher(Arc::downgrade(&inner));
@@ -762,21 +799,25 @@ impl Journal {
     /// producer could see a secret). Values shorter than 4 bytes are refused: scrubbing them would
     /// mangle ordinary text and hide nothing.
     pub fn redact(&self, secrets: &[String]) -> anyhow::Result<()> {
-        let mut forms = Vec::new();
-        for s in secrets {
-            anyhow::ensure!(
-                s.len() >= 4,
-                "a secret of {} bytes is too short to keep out of the journal",
-                s.len()
-            );
-            let quoted = serde_json::to_string(s)?;
-            forms.push(quoted.as_bytes()[1..quoted.len() - 1].to_vec());
+        let forms = json_forms(secrets)?;
+        // Set at creation from the run's secrets: asking again for the same (or fewer) is fine.
+        if let Some(set) = self.inner.redact.get() {
+            if forms.iter().all(|f| set.contains(f)) {
+                return Ok(());
+            }
         }
-        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
         self.inner
             .redact
             .set(forms)
             .map_err(|_| anyhow::anyhow!("the journal's redactions were already set"))
+    }
+
+    /// `text` scrubbed of this journal's secrets, for a line witness prints about the run.
+    pub fn scrub_text(&self, text: &str) -> String {
+        match self.inner.redact.get() {
+            Some(_) => crate::secrets::scrub(text).into_owned(),
+            None => text.to_string(),
+        }
     }
 
     /// Appends one event stamped `t_s`. Serialisation happens outside the lock.
@@ -893,6 +934,23 @@ impl Inner {
         sink.error = Some(why.clone());
         self.failure.send_replace(Some(why));
     }
+}
+
+/// Secret values as they appear inside a JSON string, longest first; values too short to scrub
+/// safely are refused.
+fn json_forms(secrets: &[String]) -> anyhow::Result<Vec<Vec<u8>>> {
+    let mut forms = Vec::new();
+    for s in secrets {
+        anyhow::ensure!(
+            s.len() >= crate::secrets::MIN_LEN,
+            "a secret of {} bytes is too short to keep out of the journal",
+            s.len()
+        );
+        let quoted = serde_json::to_string(s)?;
+        forms.push(quoted.as_bytes()[1..quoted.len() - 1].to_vec());
+    }
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    Ok(forms)
 }
 
 /// Replaces every occurrence of each form with `***`.
@@ -1012,13 +1070,19 @@ pub fn read_from(mut input: impl BufRead) -> anyhow::Result<Loaded> {
     })
 }
 
-/// The default journal path when none is given: in the temp folder, named for the mode and time.
-pub fn default_path(mode: &str) -> PathBuf {
+/// The default journal name in `dir` (a per-user folder, [`crate::files::state_dir`]), named for
+/// the mode and time; `attempt` > 0 adds a suffix when that name is taken.
+pub fn default_path(dir: &Path, mode: &str, attempt: u32) -> PathBuf {
     let stamp = humantime::format_rfc3339_seconds(SystemTime::now())
         .to_string()
         .replace([':', '-'], "");
-    std::env::temp_dir().join(format!(
-        "witness-{mode}-{}-{}.jsonl",
+    let suffix = if attempt > 0 {
+        format!("-{attempt}")
+    } else {
+        String::new()
+    };
+    dir.join(format!(
+        "witness-{mode}-{}-{}{suffix}.jsonl",
         stamp.trim_end_matches('Z'),
         std::process::id()
     ))

@@ -1,7 +1,5 @@
 //! The witness binary: parse, run, map the error to an exit code.
 
-use clap::Parser;
-
 fn main() {
     // The watchdog that ends the server tree if witness is killed (server/guard.rs): not a command.
     if std::env::args_os()
@@ -10,7 +8,7 @@ fn main() {
     {
         std::process::exit(witness::server::guard::watchdog_main());
     }
-    let cli = witness::cli::Cli::parse();
+    let cli = witness::cli::Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let internal = cli.command.internal_error_code();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -26,7 +24,11 @@ fn main() {
     let code = match rt.block_on(witness::run(cli)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("witness: error: {err:#}");
+            // The run's secrets never reach the terminal, whatever the error quotes.
+            eprintln!(
+                "witness: error: {}",
+                witness::secrets::scrub(&format!("{err:#}"))
+            );
             witness::error::exit_code(&err, internal)
         }
     };

@@ -82,6 +82,41 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
     })
 }
 
+/// The most concurrent workers witness runs (a `--levels` step, a plan's workers in all): more is a
+/// typo, and would spend witness's own file descriptors and memory, not the server's.
+pub const MAX_CONCURRENCY: u32 = 10_000;
+
+/// The most requests one worker sends per level (`--rounds`).
+pub const MAX_ROUNDS: u32 = 10_000_000;
+
+/// A whole number from `min` to `max`, refused with the range in words (never a panic, never
+/// "0 is allowed" when it is not).
+pub fn parse_bounded(s: &str, min: u32, max: u32, what: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let range = format!("{what} is a whole number from {min} to {max}");
+    if t.starts_with('-') {
+        return Err(format!("{s:?} is negative; {range}"));
+    }
+    match t.parse::<u64>() {
+        Ok(n) if n >= min as u64 && n <= max as u64 => Ok(n as u32),
+        Ok(_) => Err(format!("{s:?} is out of range; {range}")),
+        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("{s:?} is out of range; {range}"))
+        }
+        Err(_) => Err(format!("{s:?} is not a whole number; {range}")),
+    }
+}
+
+/// One concurrency level: 1 to [`MAX_CONCURRENCY`] workers.
+pub fn parse_level(s: &str) -> Result<u32, String> {
+    parse_bounded(s, 1, MAX_CONCURRENCY, "a concurrency level")
+}
+
+/// Requests per worker per level: 1 to [`MAX_ROUNDS`].
+pub fn parse_rounds(s: &str) -> Result<u32, String> {
+    parse_bounded(s, 1, MAX_ROUNDS, "a round count")
+}
+
 /// Memory limits the way docker takes them: bytes, or with b/k/m/g (KiB, MiB, GiB); `512m`, `1g`.
 /// The engine refuses limits under 6 MiB, so they are refused here, naming the value.
 pub fn parse_memory_limit(s: &str) -> Result<i64, String> {
@@ -213,6 +248,28 @@ mod tests {
         assert!(parse_duration("-1s").unwrap_err().contains("negative"));
         assert!(parse_duration("").is_err());
         assert!(parse_duration("1s2").is_err());
+    }
+
+    #[test]
+    fn counts_are_bounded_with_the_range_in_words() {
+        assert_eq!(parse_level("8").unwrap(), 8);
+        assert_eq!(parse_level("10000").unwrap(), 10_000);
+        for (bad, word) in [
+            ("0", "out of range"),
+            ("10001", "out of range"),
+            ("99999999999", "out of range"),
+            ("999999999999999999999999", "out of range"),
+            ("-1", "negative"),
+            ("four", "not a whole number"),
+            ("", "not a whole number"),
+        ] {
+            let e = parse_level(bad).unwrap_err();
+            assert!(e.contains(word), "{bad}: {e}");
+            assert!(e.contains("from 1 to 10000"), "{bad}: {e}");
+        }
+        assert!(parse_rounds("0")
+            .unwrap_err()
+            .contains("from 1 to 10000000"));
     }
 
     #[test]

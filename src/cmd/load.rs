@@ -28,6 +28,9 @@ use crate::server::process::State;
 use crate::server::Target;
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
+    // Before anything is written or printed: credential values are scrubbed from every artifact.
+    let (_, secrets) = request_headers(&args)?;
+    crate::secrets::install(&secrets).map_err(|e| usage(format!("{e:#}")))?;
     let cfg = ladder_config(&args)?;
     // Our own child or container, or (with neither) whatever listens on the URL's port.
     let target_cfg = (args.container.is_container() || !args.command.is_empty())
@@ -47,6 +50,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         }
         t
     });
+    if target_cfg.is_none() {
+        super::check_attach_watch(&args.supervise.watch)?;
+    }
     check_loopback(&cfg.spec.uri, args.allow_remote).await?;
     check_loopback(&cfg.health, args.allow_remote).await?;
     check_outputs(&args.output)?;
@@ -550,35 +556,14 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
         ),
         None => Bytes::from(a.body.clone()),
     };
-    let mut headers = HeaderMap::new();
-    for h in &a.header {
-        let (k, v) = h
-            .split_once(':')
-            .ok_or_else(|| usage(format!("--header {h:?} must look like 'Name: value'")))?;
-        let name = HeaderName::from_bytes(k.trim().as_bytes()).map_err(|_| {
-            usage(format!(
-                "--header {h:?}: {:?} is not a header name",
-                k.trim()
-            ))
-        })?;
-        let value = HeaderValue::from_str(v.trim()).map_err(|_| {
-            usage(format!(
-                "--header {h:?}: the value has characters a header cannot carry"
-            ))
-        })?;
-        headers.append(name, value);
-    }
-    if a.levels.is_empty() || a.levels.contains(&0) {
-        return Err(usage("--levels must be positive concurrencies, e.g. 1,4,8"));
+    let (headers, _) = request_headers(a)?;
+    if a.levels.is_empty() {
+        return Err(usage(
+            "--levels needs at least one concurrency (1 to 10000), e.g. 1,4,8",
+        ));
     }
     if a.factor <= 0.0 || !a.factor.is_finite() {
         return Err(usage("--factor must be a positive number, e.g. 1.5"));
-    }
-    if a.rounds == Some(0) {
-        return Err(usage("--rounds must be at least 1"));
-    }
-    if a.timeout.is_zero() {
-        return Err(usage("--timeout must be more than zero"));
     }
     Ok(LadderConfig {
         spec: RequestSpec {
@@ -624,6 +609,94 @@ pub fn check_port(uri: &Uri, flag: &str) -> anyhow::Result<()> {
             "{flag} {uri}: port {digits} is out of range; a TCP port is from 1 to 65535"
         ))),
     }
+}
+
+/// Headers whose values are credentials whatever the user says.
+const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
+/// The request's extra headers from `--header` and `--header-env`, and the secret values among
+/// them (with each credential's own parts: the token after "Bearer ", a cookie's value), which
+/// the run keeps out of every artifact. No message here repeats a header's value.
+fn request_headers(a: &LoadArgs) -> anyhow::Result<(HeaderMap, Vec<String>)> {
+    let marked: Vec<String> = a
+        .secret_header
+        .iter()
+        .map(|n| n.trim().to_ascii_lowercase())
+        .collect();
+    if let Some(bad) = marked
+        .iter()
+        .find(|n| HeaderName::from_bytes(n.as_bytes()).is_err())
+    {
+        return Err(usage(format!(
+            "--secret-header {bad:?} is not a header name"
+        )));
+    }
+    let mut entries: Vec<(String, String, &str, bool)> = Vec::new();
+    for h in &a.header {
+        let (k, v) = h.split_once(':').ok_or_else(|| {
+            usage("--header takes 'Name: value' (a colon between name and value); one of them has no colon")
+        })?;
+        entries.push((
+            k.trim().to_string(),
+            v.trim().to_string(),
+            "--header",
+            false,
+        ));
+    }
+    for h in &a.header_env {
+        let (k, var) = h
+            .split_once('=')
+            .ok_or_else(|| usage(format!("--header-env {h:?} must look like 'Name=ENV_VAR'")))?;
+        let v = std::env::var(var.trim()).map_err(|_| {
+            usage(format!(
+                "--header-env {h:?}: the environment variable {:?} is not set (or not UTF-8); export it first",
+                var.trim()
+            ))
+        })?;
+        entries.push((
+            k.trim().to_string(),
+            v.trim().to_string(),
+            "--header-env",
+            true,
+        ));
+    }
+    let mut headers = HeaderMap::new();
+    let mut secrets = Vec::new();
+    for (k, v, flag, from_env) in entries {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| usage(format!("{flag}: {k:?} is not a header name")))?;
+        let secret = from_env
+            || CREDENTIAL_HEADERS.contains(&name.as_str())
+            || marked.iter().any(|m| m == name.as_str());
+        let mut value = HeaderValue::from_str(&v).map_err(|_| {
+            usage(format!(
+                "{flag} {k}: the value has characters a header cannot carry"
+            ))
+        })?;
+        if secret {
+            if v.len() < crate::secrets::MIN_LEN {
+                return Err(usage(format!(
+                    "{flag} {k}: the value is a secret of {} bytes, too short to keep out of witness's output (at least {})",
+                    v.len(),
+                    crate::secrets::MIN_LEN
+                )));
+            }
+            value.set_sensitive(true);
+            secrets.push(v.clone());
+            // The parts a server may log on their own: the token after a scheme, cookie values.
+            let parts = v.split_whitespace().skip(1).chain(
+                v.split(';')
+                    .filter_map(|c| c.split_once('=').map(|(_, x)| x.trim())),
+            );
+            secrets.extend(
+                parts
+                    .filter(|p| p.len() >= crate::secrets::MIN_LEN)
+                    .map(str::to_string),
+            );
+        }
+        headers.append(name, value);
+    }
+    Ok((headers, secrets))
 }
 
 /// A load test aimed at the wrong host is an outage: loopback only, unless --allow-remote.

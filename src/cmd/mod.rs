@@ -102,6 +102,19 @@ pub fn container_config(
     })
 }
 
+/// Attach mode (no command, no container): witness reads no output of the server, so a `--watch`
+/// pattern could never match. A bad one is named like anywhere else; a good one is refused rather
+/// than accepted silently.
+pub fn check_attach_watch(watch: &[String]) -> anyhow::Result<()> {
+    Patterns::new(watch)?;
+    if let Some(w) = watch.first() {
+        return Err(usage(format!(
+            "--watch {w:?}: witness reads no output from a server it attached to (no command after `--`, no --image/--container), so this pattern would never match; start the server with witness (`-- CMD`) or drop --watch"
+        )));
+    }
+    Ok(())
+}
+
 /// The server under test, validated from its flags before anything starts.
 pub enum TargetConfig {
     Process(ProcessConfig),
@@ -371,13 +384,31 @@ pub fn write_views(out: &OutputArgs, analysis: &Analysis) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Opens the run's journal: the given path or a fresh one in the temp folder.
+/// Opens the run's journal: the given path, or a new file (created exclusively) in the per-user
+/// state folder ($XDG_STATE_HOME/witness or ~/.local/state/witness), never a shared /tmp name.
 pub fn open_journal(mode: &str, out: &OutputArgs) -> anyhow::Result<Journal> {
-    let path = out
-        .journal
-        .clone()
-        .unwrap_or_else(|| crate::journal::default_path(mode));
-    Journal::create(&path, &Header::new(mode, std::env::args().collect()))
+    let header = Header::new(mode, std::env::args().collect());
+    if let Some(path) = &out.journal {
+        return Journal::create(path, &header);
+    }
+    let dir = crate::files::state_dir();
+    crate::files::ensure_state_dir(&dir).map_err(|e| {
+        usage(format!(
+            "could not create witness's state folder {} for the journal: {e}; set XDG_STATE_HOME or pass --journal FILE",
+            dir.display()
+        ))
+    })?;
+    let mut attempt = 0;
+    loop {
+        let path = crate::journal::default_path(&dir, mode, attempt);
+        match Journal::create_new(&path, &header) {
+            Err(e) if path.symlink_metadata().is_ok() && attempt < 100 => {
+                let _ = e;
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Unix signals witness forwards to the server, as one stream.

@@ -27,7 +27,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         loaded
     } else {
         let journal = &args.journals[0];
-        let loaded = crate::journal::read(journal)?;
+        let loaded =
+            crate::journal::read(journal).map_err(|e| crate::error::usage(format!("{e:#}")))?;
         for s in &loaded.skipped {
             eprintln!("witness: {}: skipped an unreadable {s}", journal.display());
         }
@@ -47,7 +48,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     };
     match &args.output {
         Some(path) => {
-            report::write_file(view.as_ref(), &analysis, path, "-o")?;
+            // Where the user asked it to go: a path that cannot be written is theirs to fix (2).
+            report::write_file(view.as_ref(), &analysis, path, "-o")
+                .map_err(|e| crate::error::usage(format!("{e:#}")))?;
             if let Some(p) = &analysis.partial {
                 eprintln!("witness: {p}");
             }

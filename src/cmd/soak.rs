@@ -39,10 +39,17 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             )
         })
         .transpose()?;
+    if target_cfg.is_none() {
+        // The plan's own fatal patterns need the server's output too, but a plan is shared between
+        // modes: only the user's --watch is refused here.
+        super::check_attach_watch(&args.supervise.watch)?;
+    }
     for u in plan.urls() {
         check_loopback(u, args.allow_remote).await?;
     }
     check_outputs(&args.output)?;
+    // Before anything is written or printed: the plan's secret values are scrubbed everywhere.
+    crate::secrets::install(&plan.secret_values)?;
     let journal = open_journal("soak", &args.output)?;
     // Before anything else is written: no line of the journal may carry a secret's value.
     journal.redact(&plan.secret_values)?;
@@ -141,7 +148,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
         }
         Ok(Ending::Violated { interval, reason }) => {
             let why = format!("invariant violated at interval {interval}: {reason}");
-            eprintln!("witness: soak aborted: {why}");
+            eprintln!("witness: soak aborted: {}", crate::secrets::scrub(&why));
             finish(&journal, &args, &why, true)?;
             Ok(1)
         }

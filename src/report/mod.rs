@@ -17,8 +17,8 @@ pub trait View {
     fn render(&self, analysis: &Analysis) -> anyhow::Result<Vec<u8>>;
 }
 
-/// Renders a view into a file, replacing it whole (written beside it, then renamed), so a reader
-/// never sees half a report.
+/// Renders a view into a file, replacing it whole (written beside it under a new name of witness's
+/// own, then renamed; never through a link), so a reader never sees half a report.
 pub fn write_file(
     view: &dyn View,
     analysis: &Analysis,
@@ -26,9 +26,7 @@ pub fn write_file(
     flag: &str,
 ) -> anyhow::Result<()> {
     let bytes = view.render(analysis)?;
-    let tmp = path.with_extension("witness-tmp");
-    std::fs::write(&tmp, &bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
+    crate::files::replace(path, &bytes)
         .with_context(|| format!("writing {} ({flag})", path.display()))
 }
 

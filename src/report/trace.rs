@@ -65,15 +65,20 @@ pub fn value(a: &Analysis) -> Value {
     ));
     let rows = p.bands.iter().map(|b| b.row + 1).max().unwrap_or(0);
     for r in 0..rows {
-        ev.push(meta(SERVER, Some(BAND_TID + r), "processes", "thread_name"));
+        ev.push(meta(
+            SERVER,
+            Some(BAND_TID.saturating_add(r)),
+            "processes",
+            "thread_name",
+        ));
     }
 
     for b in &p.bands {
         let end = b.end_s.unwrap_or(p.end_s);
         ev.push(json!({
-            "ph": "X", "pid": SERVER, "tid": BAND_TID + b.row, "cat": "process",
+            "ph": "X", "pid": SERVER, "tid": BAND_TID.saturating_add(b.row), "cat": "process",
             "name": format!("pid {}", b.pid),
-            "ts": us(b.start_s), "dur": us(end) - us(b.start_s),
+            "ts": us(b.start_s), "dur": us(end).saturating_sub(us(b.start_s)),
             "args": {
                 "pid": b.pid, "status": b.status, "meaning": b.meaning,
                 "witness_asked_it_to_stop": b.requested,
@@ -119,7 +124,7 @@ pub fn value(a: &Analysis) -> Value {
         ev.push(json!({
             "ph": "X", "pid": LOAD, "tid": LEVELS_TID, "cat": "level",
             "name": format!("level {} (concurrency {})", l.index, l.concurrency),
-            "ts": us(l.start_s), "dur": us(end) - us(l.start_s),
+            "ts": us(l.start_s), "dur": us(end).saturating_sub(us(l.start_s)),
             "args": {
                 "health_before": l.health_before, "health_after": l.health_after,
                 "restarted_under_it": l.identity_changed, "skipped": l.skipped,
@@ -136,7 +141,8 @@ pub fn value(a: &Analysis) -> Value {
     let mut named = std::collections::HashSet::new();
     for s in &p.spans {
         let g = &p.groups[s.group].name;
-        let tid = WORKER_TID + s.worker;
+        // A journal is input: a worker number or a time out of any sane range must not overflow.
+        let tid = WORKER_TID.saturating_add(s.worker);
         if named.insert(s.worker) {
             ev.push(meta(
                 LOAD,

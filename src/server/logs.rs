@@ -292,6 +292,8 @@ pub struct LineSink {
     journal: Journal,
     /// Inside a Python traceback: every line is looked at until its last one (the exception).
     traceback: bool,
+    /// Set when the run carries secrets: the pass-through is scrubbed of them.
+    scrubber: Option<crate::secrets::StreamScrubber>,
 }
 
 impl LineSink {
@@ -309,20 +311,31 @@ impl LineSink {
         };
         Self {
             out,
-            lines: LineSplitter::default(),
+            lines: LineSplitter::with_limit(MAX_LINE + SECRET_SLACK),
             scratch: Vec::new(),
             stream,
             pid,
             patterns,
             journal,
             traceback: false,
+            scrubber: crate::secrets::carried()
+                .then(|| crate::secrets::StreamScrubber::new(crate::secrets::values())),
         }
     }
 
     pub fn push(&mut self, chunk: &[u8]) {
         if let Some(w) = self.out.as_mut() {
+            // A run that carries secrets passes the server's output through scrubbed.
+            let scrubbed;
+            let pass = match self.scrubber.as_mut() {
+                Some(s) => {
+                    scrubbed = s.push(chunk);
+                    &scrubbed[..]
+                }
+                None => chunk,
+            };
             // A closed stdout (EPIPE) must not stop the draining, only the pass-through.
-            if w.write_all(chunk).and_then(|_| w.flush()).is_err() {
+            if w.write_all(pass).and_then(|_| w.flush()).is_err() {
                 self.out = None;
             }
         }
@@ -366,6 +379,9 @@ impl LineSink {
 
     /// The end of the stream: a last line with no newline is still matched.
     pub fn finish(&mut self) {
+        if let (Some(w), Some(s)) = (self.out.as_mut(), self.scrubber.as_mut()) {
+            let _ = w.write_all(&s.finish()).and_then(|_| w.flush());
+        }
         let Self {
             lines,
             stream,
@@ -398,6 +414,20 @@ fn on_line(
     if !hot && !carried && !*traceback {
         return;
     }
+    // Secrets are masked before the cut to MAX_LINE, so no secret's first bytes survive it.
+    let secrets = crate::secrets::values();
+    let scrubbed;
+    let (line, truncated) = if secrets.is_empty() {
+        (
+            &line[..line.len().min(MAX_LINE)],
+            truncated || line.len() > MAX_LINE,
+        )
+    } else {
+        let raw: Vec<Vec<u8>> = secrets.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let (kept, cut) = crate::secrets::scrub_and_cut(line, MAX_LINE, &raw);
+        scrubbed = kept;
+        (&scrubbed[..], truncated || cut)
+    };
     if *traceback {
         if let Some(last) = traceback_end(line) {
             // The traceback's last line names the exception: the line worth keeping.
@@ -448,13 +478,33 @@ fn traceback_end(line: &[u8]) -> Option<String> {
 }
 
 /// Splits a byte stream into lines with a bounded buffer.
-#[derive(Default)]
 pub struct LineSplitter {
     cur: Vec<u8>,
     truncated: bool,
+    /// Bytes kept of one line.
+    limit: usize,
 }
 
+impl Default for LineSplitter {
+    fn default() -> Self {
+        Self::with_limit(MAX_LINE)
+    }
+}
+
+/// Bytes a server's line keeps past [`MAX_LINE`] until it is scrubbed of secrets, so a secret
+/// the cut would fall inside is seen whole and masked before the line is cut to [`MAX_LINE`].
+pub const SECRET_SLACK: usize = 4096;
+
 impl LineSplitter {
+    /// A splitter that keeps at most `limit` bytes of a line.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            cur: Vec::new(),
+            truncated: false,
+            limit,
+        }
+    }
+
     /// Calls `on_line(line, truncated, carried)` for each complete line; `carried` says the line began
     /// in an earlier chunk.
     pub fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(&[u8], bool, bool)) {
@@ -462,8 +512,8 @@ impl LineSplitter {
             let part = &chunk[..i];
             if self.cur.is_empty() && !self.truncated {
                 on_line(
-                    &part[..part.len().min(MAX_LINE)],
-                    part.len() > MAX_LINE,
+                    &part[..part.len().min(self.limit)],
+                    part.len() > self.limit,
                     false,
                 );
             } else {
@@ -478,7 +528,7 @@ impl LineSplitter {
     }
 
     fn keep(&mut self, part: &[u8]) {
-        let room = MAX_LINE - self.cur.len();
+        let room = self.limit - self.cur.len();
         if part.len() > room {
             self.truncated = true;
         }

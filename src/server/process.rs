@@ -129,13 +129,36 @@ impl<R: std::io::Read> std::io::Read for Tee<R> {
     }
 }
 
-/// The command could not be started at all (exit 127 / 126 like a shell).
-#[derive(Debug, thiserror::Error)]
-#[error("could not start {command:?}: {source}")]
+/// The command could not be started at all (exit 127 / 126 like a shell). The OS error is said
+/// once, in this message (not also as a source, which `{:#}` would print a second time); a bare
+/// name that is not found says it was looked up in PATH.
+#[derive(Debug)]
 pub struct SpawnError {
     pub command: String,
-    #[source]
     pub source: std::io::Error,
+}
+
+impl std::error::Error for SpawnError {}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bare = !self.command.contains('/');
+        match self.source.kind() {
+            std::io::ErrorKind::NotFound if bare => write!(
+                f,
+                "could not start {:?}: no such command in PATH ({}); give its path (./{}) or install it",
+                self.command,
+                std::env::var("PATH").unwrap_or_default(),
+                self.command
+            ),
+            std::io::ErrorKind::NotFound => write!(
+                f,
+                "could not start {:?}: no such file",
+                self.command
+            ),
+            _ => write!(f, "could not start {:?}: {}", self.command, self.source),
+        }
+    }
 }
 
 impl SpawnError {

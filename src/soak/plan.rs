@@ -101,9 +101,12 @@ impl<'de> Deserialize<'de> for CountRange {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = toml::Value::deserialize(d)?;
         let count = |v: &toml::Value| match v {
-            toml::Value::Integer(n) if *n >= 1 && *n <= u32::MAX as i64 => Ok(*n as u32),
+            toml::Value::Integer(n) if *n >= 1 && *n <= crate::units::MAX_ROUNDS as i64 => {
+                Ok(*n as u32)
+            }
             other => Err(D::Error::custom(format!(
-                "{other} is not a count; counts are whole numbers of at least 1"
+                "{other} is not a count; counts are whole numbers from 1 to {}",
+                crate::units::MAX_ROUNDS
             ))),
         };
         let (min, max) = match &v {
@@ -1213,6 +1216,16 @@ pub fn resolve(
             "add a [[drivers]] group (it sends every kind with a weight)",
         ));
     }
+    let total: u64 = drivers.iter().map(|d| d.count as u64).sum::<u64>()
+        + readers.iter().map(|r| r.count as u64).sum::<u64>()
+        + background.iter().map(|b| b.count as u64).sum::<u64>();
+    let max = crate::units::MAX_CONCURRENCY;
+    if total > max as u64 {
+        return Err(top(
+            format!("the plan asks for {total} workers in all (drivers, readers and background counts); witness runs from 1 to {max}"),
+            "lower the groups' count values so they add up to at most 10000",
+        ));
+    }
 
     let source = |get: &Option<String>,
                   command: &Option<Vec<String>>,
@@ -1555,6 +1568,21 @@ drain = true
         let s = summary(&p).to_string();
         assert!(!s.contains("t0ken"), "{s}");
         assert!(s.contains("Bearer ${secret.gateway}"), "{s}");
+    }
+
+    #[test]
+    fn worker_and_request_counts_are_bounded_with_the_range_in_words() {
+        let src = GOOD.replace("count = 2", "count = 100000000");
+        let e = resolved(&src).unwrap_err().to_string();
+        assert!(
+            e.contains("100000002 workers") && e.contains("from 1 to 10000"),
+            "{e}"
+        );
+        let src = GOOD.replace("requests = [2, 3]", "requests = [2, 99999999999]");
+        let e = resolved(&src).unwrap_err().to_string();
+        assert!(e.contains("from 1 to 10000000"), "{e}");
+        let src = GOOD.replace("count = 2", "count = 9998");
+        assert!(resolved(&src).is_ok());
     }
 
     #[test]
