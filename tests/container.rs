@@ -370,6 +370,7 @@ fn attaching_to_a_running_container_follows_logs_and_stats_and_leaves_it_running
     let child = Command::new(witness())
         .args(["wrap", "--container", &id, "--sample-interval", "200ms"])
         .args(["--watch", "probe=GET /nope"])
+        .args(["--watch", "listening=toy_server listening"])
         .arg("--journal")
         .arg(&j)
         .stdin(Stdio::null())
@@ -397,6 +398,12 @@ fn attaching_to_a_running_container_follows_logs_and_stats_and_leaves_it_running
         "the restart to be journalled",
         Duration::from_secs(15),
         || std::fs::read_to_string(&j).is_ok_and(|t| t.matches("\"kind\":\"spawn\"").count() == 2),
+    );
+    // The restarted server's first line has reached witness (journalled as it is passed through).
+    wait_until(
+        "the restarted server's listening line",
+        Duration::from_secs(15),
+        || std::fs::read_to_string(&j).is_ok_and(|t| t.contains("\"label\":\"listening\"")),
     );
     kill(child.id() as i32, 2);
     let out = wait_bounded(child, Duration::from_secs(10));
