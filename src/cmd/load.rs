@@ -17,17 +17,31 @@ use crate::error::{refuse, usage};
 use crate::journal::{Event, Journal, LoadSettings, Settings};
 use crate::load::client::{Limits, RequestSpec};
 use crate::load::floor;
-use crate::load::health::Prober;
+use crate::load::health::{Health, Prober};
 use crate::load::ladder::{run_level, LadderConfig};
+use crate::load::mcp::{McpTarget, Pinger, StdioLink, ToolCall};
 use crate::load::outcome::Rejection;
 use crate::report;
 use crate::server::process::State;
 use crate::server::Target;
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
-    let cfg = ladder_config(&args)?;
+    let mut cfg = ladder_config(&args)?;
+    let call = tool_call(&args, &cfg)?;
+    // MCP over stdio: `--mcp TOOL -- CMD` without --url. The server's stdin/stdout are the protocol.
+    let stdio = call.is_some() && args.url.is_none();
+    if stdio && args.command.is_empty() {
+        return Err(usage(
+            "--mcp without --url speaks MCP over stdio to a server witness starts: give its command after `--` (or --url http://127.0.0.1:PORT/mcp for streamable HTTP)",
+        ));
+    }
+    if stdio && args.container.is_container() {
+        return Err(usage(
+            "--mcp over stdio needs a child process (the command after `--`); a container's MCP server is reached with --url",
+        ));
+    }
     // Our own child or container, or (with neither) whatever listens on the URL's port.
-    let target_cfg = (args.container.is_container() || !args.command.is_empty())
+    let mut target_cfg = (args.container.is_container() || !args.command.is_empty())
         .then(|| {
             target_config(
                 &args.supervise,
@@ -37,15 +51,53 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             )
         })
         .transpose()?;
-    check_loopback(&cfg.spec.uri, args.allow_remote).await?;
-    check_loopback(&cfg.health, args.allow_remote).await?;
+    let pipes = match (&mut target_cfg, stdio) {
+        (Some(super::TargetConfig::Process(p)), true) => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            p.stdio = Some(tx);
+            Some(rx)
+        }
+        _ => None,
+    };
+    if !stdio {
+        check_loopback(&cfg.spec.uri, args.allow_remote).await?;
+        check_loopback(&cfg.health, args.allow_remote).await?;
+    }
     check_outputs(&args.output)?;
     let journal = open_journal("load", &args.output)?;
+    // Health: --health-url when given; for MCP otherwise its `ping`.
+    let prober = match &call {
+        Some(call) => {
+            let target = match pipes {
+                Some(rx) => McpTarget::Stdio(StdioLink::new(rx, journal.clone())),
+                None => McpTarget::Http(cfg.spec.uri.clone()),
+            };
+            let health = match args.health_url {
+                Some(_) => Health::Http(Prober::new(cfg.health.clone(), args.health_timeout)),
+                None => Health::Mcp(Pinger::new(
+                    target.clone(),
+                    call.clone(),
+                    journal.clone(),
+                    args.health_timeout,
+                )),
+            };
+            cfg.mcp = Some((target, call.clone()));
+            health
+        }
+        None => Health::Http(Prober::new(cfg.health.clone(), args.health_timeout)),
+    };
     journal.emit(Event::Settings(Settings {
         timers_s: args.supervise.timers_s(),
         load: Some(LoadSettings {
-            url: cfg.spec.uri.to_string(),
-            method: cfg.spec.method.to_string(),
+            url: if stdio {
+                "stdio".to_string()
+            } else {
+                cfg.spec.uri.to_string()
+            },
+            method: match &call {
+                Some(_) => "tools/call".to_string(),
+                None => cfg.spec.method.to_string(),
+            },
             levels: cfg.levels.clone(),
             timeout_s: cfg.limits.whole.as_secs_f64(),
             connect_timeout_s: cfg.limits.connect.as_secs_f64(),
@@ -54,10 +106,13 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             cliff_slack_s: args.cliff_slack.as_secs_f64(),
             rounds: args.duration.is_none().then_some(cfg.rounds),
             duration_s: args.duration.map(|d| d.as_secs_f64()),
+            mcp: call.as_ref().map(|c| crate::journal::McpSettings {
+                tool: c.tool.clone(),
+                transport: if stdio { "stdio" } else { "http" }.into(),
+            }),
         }),
         extra: serde_json::Value::Null,
     }));
-    let prober = Prober::new(cfg.health.clone(), args.health_timeout);
     let port = cfg.spec.uri.port_u16().unwrap_or(80);
     let Measured { target, sampling } =
         match start_measured(&args.gpu, target_cfg, port, &journal, args.sample_interval).await {
@@ -108,13 +163,16 @@ async fn measure(
     args: &LoadArgs,
     cfg: &LadderConfig,
     target: &Target,
-    prober: &Prober,
+    prober: &Health,
     journal: &Journal,
 ) -> Result<(), Stop> {
     if let (true, Some(state)) = (target.owned(), target.state()) {
         wait_ready(state, prober, journal, args.ready_timeout).await?;
     }
-    check_floor(&cfg.spec.uri, args.max_connect_floor, journal).await?;
+    // Over stdio there is no connect to measure: the pipes are the connection.
+    if !matches!(&cfg.mcp, Some((McpTarget::Stdio(_), _))) {
+        check_floor(&cfg.spec.uri, args.max_connect_floor, journal).await?;
+    }
     let refuse_with = |why: String| {
         refused_note(journal, &why);
         Err(Stop::Refused(why))
@@ -125,7 +183,7 @@ async fn measure(
     if !first.healthy() {
         return refuse_with(format!(
             "the target was unhealthy before the first level: {} answered {} (not 200)",
-            prober.url,
+            prober.describe(),
             first.text()
         ));
     }
@@ -192,7 +250,7 @@ pub(crate) fn refused_note(journal: &Journal, text: &str) {
 /// Waits until the started server answers 200, journalled as time-to-ready.
 pub(crate) async fn wait_ready(
     mut state: tokio::sync::watch::Receiver<State>,
-    prober: &Prober,
+    prober: &impl crate::load::health::Probes,
     journal: &Journal,
     limit: Duration,
 ) -> Result<(), Stop> {
@@ -203,7 +261,7 @@ pub(crate) async fn wait_ready(
             journal.emit(Event::Ready {
                 ok: true,
                 waited_s: start.elapsed().as_secs_f64(),
-                url: prober.url.to_string(),
+                url: prober.describe(),
                 detail: None,
             });
             return Ok(());
@@ -222,7 +280,7 @@ pub(crate) async fn wait_ready(
             journal.emit(Event::Ready {
                 ok: false,
                 waited_s: start.elapsed().as_secs_f64(),
-                url: prober.url.to_string(),
+                url: prober.describe(),
                 detail: Some(detail.clone()),
             });
             journal.emit(Event::Note {
@@ -231,7 +289,7 @@ pub(crate) async fn wait_ready(
             });
             return Err(Stop::Refused(format!(
                 "the server never became ready at {}: {detail}",
-                prober.url
+                prober.describe()
             )));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -262,15 +320,45 @@ fn finish(
     super::finish_run(journal, &args.output, reason, partial, None)
 }
 
+/// The tool call every MCP worker makes (`--mcp TOOL --args JSON|@FILE`), or none for plain HTTP.
+fn tool_call(a: &LoadArgs, cfg: &LadderConfig) -> anyhow::Result<Option<ToolCall>> {
+    let Some(tool) = &a.mcp else { return Ok(None) };
+    if tool.trim().is_empty() {
+        return Err(usage("--mcp needs a tool name (see `witness mcp tools`)"));
+    }
+    let text = match a.tool_args.as_deref().map(|t| (t, t.strip_prefix('@'))) {
+        None => "{}".to_string(),
+        Some((_, Some(path))) => std::fs::read_to_string(path)
+            .map_err(|e| usage(format!("--args @{path}: could not read the file: {e}")))?,
+        Some((t, None)) => t.to_string(),
+    };
+    let arguments: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "--args is not JSON ({e}): give the tool's arguments as an object, e.g. --args '{{\"query\":\"x\"}}'"
+        ))
+    })?;
+    if !arguments.is_object() {
+        return Err(usage(
+            "--args must be a JSON object (the tool's named arguments), e.g. --args '{\"query\":\"x\"}'",
+        ));
+    }
+    Ok(Some(ToolCall {
+        tool: tool.clone(),
+        arguments,
+        limits: cfg.limits,
+        rejection: cfg.rejection.clone(),
+    }))
+}
+
 fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
-    let uri: Uri = a
-        .url
+    // Over stdio there is no URL; the HTTP request spec is then never used.
+    let url = a.url.as_deref().unwrap_or("http://127.0.0.1/");
+    let uri: Uri = url
         .parse()
-        .map_err(|e| usage(format!("--url {:?} is not a URL: {e}", a.url)))?;
+        .map_err(|e| usage(format!("--url {url:?} is not a URL: {e}")))?;
     if uri.scheme_str() != Some("http") || uri.host().is_none() {
         return Err(usage(format!(
-            "--url {:?} must be an http:// URL with a host (https is not supported yet)",
-            a.url
+            "--url {url:?} must be an http:// URL with a host (https is not supported yet)"
         )));
     }
     let health: Uri = match &a.health_url {
@@ -345,6 +433,7 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
             statuses: a.reject_status.clone(),
             body_marker: (!a.reject_body.is_empty()).then(|| a.reject_body.clone()),
         },
+        mcp: None,
     })
 }
 

@@ -2,6 +2,7 @@
 
 pub mod gpu;
 pub mod load;
+pub mod mcp;
 pub mod report;
 pub mod soak;
 pub mod wrap;
@@ -39,6 +40,7 @@ pub fn process_config(
         grace: args.grace,
         patterns: Arc::new(Patterns::new(&args.watch)?),
         pass_through,
+        stdio: None,
     })
 }
 

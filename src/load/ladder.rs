@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use hyper::Uri;
 
 use super::client::{self, Limits, RequestSpec};
-use super::health::Prober;
+use super::health::Health;
+use super::mcp::{McpTarget, ToolCall};
 use super::outcome::Rejection;
 use crate::journal::{group_of_level, Event, Journal};
 use crate::server::Target;
@@ -25,6 +26,8 @@ pub struct LadderConfig {
     pub limits: Limits,
     pub settle: Duration,
     pub rejection: Rejection,
+    /// Tool calls instead of plain HTTP requests (`--mcp`); `spec` is then unused.
+    pub mcp: Option<(McpTarget, ToolCall)>,
 }
 
 /// How many requests a worker sends.
@@ -40,7 +43,7 @@ pub async fn run_level(
     index: u32,
     concurrency: u32,
     target: &Target,
-    prober: &Prober,
+    prober: &Health,
     journal: &Journal,
     ids: &Arc<AtomicU64>,
 ) {
@@ -72,6 +75,10 @@ pub async fn run_level(
         Some(d) => Budget::Until(Instant::now() + d),
         None => Budget::Rounds(cfg.rounds),
     };
+    if let Some((mcp, call)) = &cfg.mcp {
+        run_mcp_workers(mcp, call, budget, concurrency, index, journal, ids).await;
+        return finish_level(cfg, index, concurrency, target, prober, journal).await;
+    }
     let http = client::client(cfg.limits, concurrency as usize);
     let group: Arc<str> = group_of_level(index).into();
     let mut workers = tokio::task::JoinSet::new();
@@ -112,6 +119,18 @@ pub async fn run_level(
         });
     }
     while workers.join_next().await.is_some() {}
+    finish_level(cfg, index, concurrency, target, prober, journal).await;
+}
+
+/// After the workers: settle, then health and identity again.
+async fn finish_level(
+    cfg: &LadderConfig,
+    index: u32,
+    concurrency: u32,
+    target: &Target,
+    prober: &Health,
+    journal: &Journal,
+) {
     tokio::time::sleep(cfg.settle).await;
     let after = prober.probe_journalled(journal, "after").await;
     journal.emit(Event::LevelEnd {
@@ -120,4 +139,55 @@ pub async fn run_level(
         health: after,
         identity: target.identity(),
     });
+}
+
+/// MCP workers: each opens its session once (timed apart), then calls the tool back to back. Over
+/// stdio they share the process's one connection, so level n is n calls outstanding on it.
+async fn run_mcp_workers(
+    target: &McpTarget,
+    call: &ToolCall,
+    budget: Budget,
+    concurrency: u32,
+    index: u32,
+    journal: &Journal,
+    ids: &Arc<AtomicU64>,
+) {
+    let group: Arc<str> = group_of_level(index).into();
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..concurrency {
+        let target = target.clone();
+        let call = call.clone();
+        let journal = journal.clone();
+        let ids = ids.clone();
+        let group = group.clone();
+        workers.spawn(async move {
+            let clock = journal.clock();
+            let mut session = target.open(w, &call, &journal).await;
+            let mut sent = 0u32;
+            loop {
+                match budget {
+                    Budget::Rounds(r) if sent >= r => break,
+                    Budget::Until(t) if Instant::now() >= t => break,
+                    _ => {}
+                }
+                let s = session.call_tool(&call).await;
+                sent += 1;
+                journal.emit_at(
+                    clock.at(s.end),
+                    Event::Request {
+                        id: ids.fetch_add(1, Ordering::Relaxed),
+                        group: group.to_string(),
+                        worker: w,
+                        start_s: clock.at(s.start),
+                        duration_s: s.end.duration_since(s.start).as_secs_f64(),
+                        outcome: s.outcome,
+                        status: s.status,
+                        scheduled_s: None,
+                        detail: s.detail,
+                    },
+                );
+            }
+        });
+    }
+    while workers.join_next().await.is_some() {}
 }

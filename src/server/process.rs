@@ -45,6 +45,18 @@ pub struct ProcessConfig {
     pub patterns: Arc<Patterns>,
     /// Pass the child's output through to witness's own streams (wrap), or only read it.
     pub pass_through: bool,
+    /// The server speaks a protocol on its stdin/stdout (MCP over stdio): each spawn's pipes go here,
+    /// to the load driver, instead of stdin being closed and stdout drained as log lines. Its stderr
+    /// is still the log.
+    pub stdio: Option<mpsc::UnboundedSender<StdioPipes>>,
+}
+
+/// One spawn's protocol pipes (MCP over stdio); a restart sends new ones.
+#[derive(Debug)]
+pub struct StdioPipes {
+    pub pid: u32,
+    pub stdin: tokio::process::ChildStdin,
+    pub stdout: tokio::process::ChildStdout,
 }
 
 /// What the owner of a supervisor can ask of it.
@@ -162,7 +174,11 @@ struct Running {
 fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::Result<Running> {
     let mut cmd = tokio::process::Command::new(&cfg.command[0]);
     cmd.args(&cfg.command[1..])
-        .stdin(std::process::Stdio::null())
+        .stdin(if cfg.stdio.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0)
@@ -205,11 +221,17 @@ fn spawn_child(cfg: &ProcessConfig, journal: &Journal, attempt: u32) -> anyhow::
         container_id: None,
     });
     let mut readers = Vec::new();
+    let stdout = match &cfg.stdio {
+        Some(sink) => {
+            if let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) {
+                let _ = sink.send(StdioPipes { pid, stdin, stdout });
+            }
+            None
+        }
+        None => child.stdout.take(),
+    };
     let streams = [
-        (
-            child.stdout.take().map(|s| s.into_owned_fd()),
-            Stream::Stdout,
-        ),
+        (stdout.map(|s| s.into_owned_fd()), Stream::Stdout),
         (
             child.stderr.take().map(|s| s.into_owned_fd()),
             Stream::Stderr,
