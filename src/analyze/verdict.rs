@@ -16,7 +16,7 @@ use super::stats::{latency_of, Latency};
 use super::timers::{timer_at, TimerSource};
 use super::{ProcessLife, Suspicion};
 pub use crate::journal::group_of_level;
-use crate::journal::{secs, Event, Identity, Outcome, Probe, Record};
+use crate::journal::{secs, ErrorKind, Event, Identity, Outcome, Probe, Record};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Counts {
@@ -61,6 +61,10 @@ pub struct FailedRequest {
     pub duration_s: f64,
     pub outcome: String,
     pub annotation: String,
+    /// What the server said, for failures that carry its words (an MCP tool error's text, a
+    /// JSON-RPC error's code and message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The connect floor, as measured before any level.
@@ -179,6 +183,7 @@ pub fn analyze_load(
             start_s,
             duration_s,
             outcome,
+            detail,
             ..
         } = &r.event
         else {
@@ -215,6 +220,7 @@ pub fn analyze_load(
                         duration_s: *duration_s,
                         outcome: outcome.describe(),
                         annotation,
+                        detail: server_words(outcome, detail),
                     });
                 }
                 // A request that ended at a timer while the server died: the harness timed the timer.
@@ -438,6 +444,18 @@ fn annotate<'a>(
         _ => "the server did not exit or restart while it was in flight".into(),
     };
     (text, None)
+}
+
+/// A failure's detail when it is the server's own words (MCP tool and JSON-RPC errors); other
+/// details are witness's account of a transport failure, already in the outcome.
+fn server_words(outcome: &Outcome, detail: &Option<String>) -> Option<String> {
+    match outcome {
+        Outcome::Error {
+            error: ErrorKind::ToolError | ErrorKind::Rpc,
+            ..
+        } => detail.clone(),
+        _ => None,
+    }
 }
 
 fn exit_words(l: &ProcessLife) -> String {

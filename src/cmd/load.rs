@@ -77,7 +77,6 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
                 None => Health::Mcp(Pinger::new(
                     target.clone(),
                     call.clone(),
-                    journal.clone(),
                     args.health_timeout,
                 )),
             };

@@ -129,7 +129,7 @@ async fn list_http(
     let target = McpTarget::Http(uri);
     let deadline = Instant::now() + call.limits.whole;
     loop {
-        let mut s = target.open(0, call, journal).await;
+        let mut s = target.open(0, call, Some(journal)).await;
         match s.list_tools(call.limits.whole).await {
             Ok(t) => return Ok(t),
             Err(e) if !started || Instant::now() >= deadline => return Err(e),

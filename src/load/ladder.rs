@@ -162,7 +162,7 @@ async fn run_mcp_workers(
         let group = group.clone();
         workers.spawn(async move {
             let clock = journal.clock();
-            let mut session = target.open(w, &call, &journal).await;
+            let mut session = target.open(w, &call, Some(&journal)).await;
             let mut sent = 0u32;
             loop {
                 match budget {

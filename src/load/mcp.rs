@@ -720,7 +720,9 @@ impl McpTarget {
 
     /// A worker's session, opened once (the handshake journalled apart). Over stdio every worker
     /// shares the process's one connection; over HTTP each worker is its own client.
-    pub async fn open(&self, worker: u32, call: &ToolCall, journal: &Journal) -> Session {
+    /// `journal`: where the handshake goes (none for the health pinger's own session, which
+    /// retries while a server starts).
+    pub async fn open(&self, worker: u32, call: &ToolCall, journal: Option<&Journal>) -> Session {
         match self {
             McpTarget::Stdio(link) => Session::Stdio(link.clone()),
             McpTarget::Http(url) => {
@@ -728,7 +730,11 @@ impl McpTarget {
                 let ex = s
                     .exchange("initialize", initialize_params(), call.limits.whole)
                     .await;
-                if session_journal(journal, worker, "http", &ex, s.session_id.is_some()) {
+                let ok = match journal {
+                    Some(j) => session_journal(j, worker, "http", &ex, s.session_id.is_some()),
+                    None => matches!(&ex.reply, Ok(v) if v.get("result").is_some()),
+                };
+                if ok {
                     s.notify("notifications/initialized", json!({})).await;
                 }
                 Session::Http(Box::new(s))
@@ -860,17 +866,15 @@ pub struct Pinger {
     session: Mutex<Option<Session>>,
     target: McpTarget,
     call: ToolCall,
-    journal: Journal,
     limit: Duration,
 }
 
 impl Pinger {
-    pub fn new(target: McpTarget, call: ToolCall, journal: Journal, limit: Duration) -> Self {
+    pub fn new(target: McpTarget, call: ToolCall, limit: Duration) -> Self {
         Self {
             session: Mutex::new(None),
             target,
             call,
-            journal,
             limit,
         }
     }
@@ -887,7 +891,7 @@ impl Pinger {
         if s.is_none() {
             let mut call = self.call.clone();
             call.limits.whole = self.limit;
-            *s = Some(self.target.open(u32::MAX, &call, &self.journal).await);
+            *s = Some(self.target.open(u32::MAX, &call, None).await);
         }
         let p = match s.as_mut() {
             Some(sess) => sess.ping(self.limit).await,
