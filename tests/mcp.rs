@@ -136,8 +136,16 @@ fn stdio_the_seed_table_watchdog_kills_the_server_and_the_failed_calls_are_tied_
 #[test]
 fn stdio_a_healthy_lock_passes_every_level_and_the_max_grows_as_a_line() {
     let dir = tempdir("mcp-line");
+    let html = dir.join("t.html");
     let out = load_mcp(
-        &["--mcp", "search", "--settle", "100ms"],
+        &[
+            "--mcp",
+            "search",
+            "--settle",
+            "100ms",
+            "--html",
+            html.to_str().unwrap(),
+        ],
         &[mcp_server().to_str().unwrap(), "--lock", "300ms"],
         &dir,
     );
@@ -156,6 +164,16 @@ fn stdio_a_healthy_lock_passes_every_level_and_the_max_grows_as_a_line() {
             "n={n} max={max}"
         );
     }
+    // The HTML timeline shows the calls like requests, labelled by tool.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("tools/call search ok in"),
+        "a call's hover text"
+    );
+    assert!(
+        page.contains("8 tools/call search · 8 workers"),
+        "a lane's label"
+    );
 }
 
 #[test]
