@@ -452,3 +452,45 @@ fn bad_mcp_input_is_a_usage_error_naming_the_fix() {
     );
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_short_soak_with_mcp_kinds_reports_per_tool_figures() {
+    let dir = tempdir("mcp-soak");
+    let port = free_port().to_string();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["soak", "--plan"])
+            .arg(repo().join("examples/plans/mcp.toml"))
+            .args(["--duration", "4s", "--gpu", "off"])
+            .args(["--base-url", &format!("http://127.0.0.1:{port}")])
+            .arg("--report")
+            .arg(dir.join("r.json"))
+            .arg("--journal")
+            .arg(dir.join("j.jsonl"))
+            .arg("--")
+            .arg(mcp_server())
+            .args(["--http", &port, "--lock", "50ms"]),
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    for kind in ["search", "nap"] {
+        let k = &report["kinds"][kind];
+        let ok = k["ok"].as_u64().unwrap_or(0);
+        assert!(ok > 0, "{kind}: {k:#}");
+        assert_eq!(k["requests"].as_u64().unwrap(), ok, "{kind}: {k:#}");
+        // Each call's latency is its own: search holds a 50 ms lock, so none answers faster.
+        if kind == "search" {
+            assert!(k["latency"]["min"].as_f64().unwrap() >= 0.05, "{k:#}");
+        }
+    }
+    let j = journal_lines(&dir.join("j.jsonl"));
+    let sessions = j
+        .iter()
+        .filter(|e| e["kind"] == "mcp_session" && e["ok"] == true && e["session"] == true)
+        .count();
+    assert!(
+        (2..=4).contains(&sessions),
+        "one per worker and kind: {sessions}"
+    );
+}
