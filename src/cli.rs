@@ -207,6 +207,11 @@ pub struct LoadArgs {
     /// The tool's arguments: a JSON object, or @FILE to read it from a file (with --mcp).
     #[arg(long = "args", value_name = "JSON|@FILE", requires = "mcp")]
     pub tool_args: Option<String>,
+    /// The MCP revision to speak: 2025-11-25 (the default: `initialize`, and `Mcp-Session-Id` when
+    /// the server keeps sessions; the server may negotiate an older one) or 2026-07-28 (no
+    /// `initialize` and no protocol sessions: `server/discover`, then the envelope on every request).
+    #[arg(long, value_name = "VERSION", requires = "mcp")]
+    pub mcp_protocol: Option<String>,
     /// HTTP method.
     #[arg(long, default_value = "POST")]
     pub method: String,
@@ -370,6 +375,9 @@ pub struct McpToolsArgs {
     /// Print the tools as JSON (name, description, inputSchema) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// The MCP revision to speak: 2025-11-25 (default, `initialize`) or 2026-07-28 (sessionless).
+    #[arg(long, value_name = "VERSION")]
+    pub mcp_protocol: Option<String>,
     /// The MCP server to start, after `--` (stdio; with --url, started and spoken to over HTTP).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -292,7 +292,8 @@ fn assert_own_latencies(j: &[serde_json::Value], sleep_s: f64, expected_ok: usiz
     assert!(ok.iter().all(|d| *d >= sleep_s), "{ok:?}");
 }
 
-fn http_python(stateless: bool) {
+/// `sessionless`: speak the 2026-07-28 revision (server/discover, the envelope, no sessions).
+fn http_python(stateless: bool, sessionless: bool) {
     if !python_mcp() {
         return;
     }
@@ -308,22 +309,22 @@ fn http_python(stateless: bool) {
     if stateless {
         server.push("--stateless");
     }
-    let out = load_mcp(
-        &[
-            "--mcp",
-            "sleep",
-            "--args",
-            r#"{"ms":500}"#,
-            "--url",
-            &url,
-            "--rounds",
-            "2",
-            "--settle",
-            "100ms",
-        ],
-        &server,
-        &dir,
-    );
+    let mut args = vec![
+        "--mcp",
+        "sleep",
+        "--args",
+        r#"{"ms":500}"#,
+        "--url",
+        &url,
+        "--rounds",
+        "2",
+        "--settle",
+        "100ms",
+    ];
+    if sessionless {
+        args.extend(["--mcp-protocol", "2026-07-28"]);
+    }
+    let out = load_mcp(&args, &server, &dir);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let j = journal_lines(&dir.join("j.jsonl"));
     assert_own_latencies(&j, 0.5, 2 * (1 + 4 + 8));
@@ -333,7 +334,14 @@ fn http_python(stateless: bool) {
         .filter(|e| e["kind"] == "mcp_session" && e["ok"] == true)
         .collect();
     assert_eq!(sessions.len(), 1 + 4 + 8);
-    assert!(sessions.iter().all(|s| s["session"] == !stateless));
+    assert!(sessions
+        .iter()
+        .all(|s| s["session"] == !(stateless || sessionless)));
+    if sessionless {
+        assert!(sessions
+            .iter()
+            .all(|s| s["protocol_version"] == "2026-07-28"));
+    }
     let report = json(&dir.join("r.json"));
     for l in levels(&report) {
         // The tool sleeps 0.5 s without a lock: concurrent calls overlap, so no level's max is
@@ -346,12 +354,17 @@ fn http_python(stateless: bool) {
 
 #[test]
 fn http_python_sdk_with_sessions_gives_each_call_its_own_latency() {
-    http_python(false);
+    http_python(false, false);
+}
+
+#[test]
+fn http_python_sdk_2026_07_28_without_protocol_sessions_gives_each_call_its_own_latency() {
+    http_python(false, true);
 }
 
 #[test]
 fn http_python_sdk_stateless_gives_each_call_its_own_latency() {
-    http_python(true);
+    http_python(true, false);
 }
 
 #[test]
@@ -422,6 +435,27 @@ fn mcp_tools_lists_the_example_servers_tools_over_both_transports() {
         assert!(out.contains(r#"input: {"properties":{"ms":{"minimum":0,"type":"integer"}}"#));
     }
     assert_eq!(stdio, http);
+    // The sessionless revision: server/discover instead of initialize, over both transports.
+    let modern = tools(&[
+        "--mcp-protocol",
+        "2026-07-28",
+        "--",
+        server.to_str().unwrap(),
+    ]);
+    assert_eq!(modern, stdio);
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let modern_http = tools(&[
+        "--mcp-protocol",
+        "2026-07-28",
+        "--url",
+        &url,
+        "--",
+        server.to_str().unwrap(),
+        "--http",
+        &port,
+    ]);
+    assert_eq!(modern_http, stdio);
 }
 
 #[test]

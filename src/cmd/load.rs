@@ -69,7 +69,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let prober = match &call {
         Some(call) => {
             let target = match pipes {
-                Some(rx) => McpTarget::Stdio(StdioLink::new(rx, journal.clone())),
+                Some(rx) => {
+                    McpTarget::Stdio(StdioLink::new(rx, journal.clone(), call.modern.clone()))
+                }
                 None => McpTarget::Http(cfg.spec.uri.clone()),
             };
             let health = match args.health_url {
@@ -346,6 +348,7 @@ fn tool_call(a: &LoadArgs, cfg: &LadderConfig) -> anyhow::Result<Option<ToolCall
         arguments,
         limits: cfg.limits,
         rejection: cfg.rejection.clone(),
+        modern: crate::load::mcp::revision(a.mcp_protocol.as_deref()).map_err(usage)?,
     }))
 }
 

@@ -94,13 +94,14 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
             whole: a.timeout,
         },
         rejection: Rejection::default(),
+        modern: crate::load::mcp::revision(a.mcp_protocol.as_deref()).map_err(usage)?,
     };
     let result = match (url, stdio_pipes) {
         (Some(uri), _) => list_http(uri, &call, &journal, child.is_some()).await,
         (None, Some(p)) => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             let _ = tx.send(p);
-            let mut s = Session::Stdio(StdioLink::new(rx, journal.clone()));
+            let mut s = Session::Stdio(StdioLink::new(rx, journal.clone(), call.modern.clone()));
             s.list_tools(a.timeout).await
         }
         (None, None) => Err(anyhow::anyhow!("the server's pipes could not be opened")),

@@ -43,6 +43,38 @@ pub struct ToolCall {
     pub arguments: Value,
     pub limits: Limits,
     pub rejection: Rejection,
+    /// `--mcp-protocol`: a 2026-era revision (2026-07-28) spoken without `initialize` or protocol
+    /// sessions: `server/discover` to open, the envelope in every request's `_meta`. None: the
+    /// `initialize` handshake, at the newest revision that has one (the server may negotiate down).
+    pub modern: Option<String>,
+}
+
+/// `--mcp-protocol`: None for the `initialize` revisions, the version for the sessionless one.
+pub fn revision(flag: Option<&str>) -> Result<Option<String>, String> {
+    const SESSIONLESS: &str = "2026-07-28";
+    let initialize = rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE.to_string();
+    match flag {
+        None => Ok(None),
+        Some(v) if v == SESSIONLESS => Ok(Some(v.to_string())),
+        Some(v) if v == initialize => Ok(None),
+        Some(v) => Err(format!(
+            "--mcp-protocol {v:?} is not a revision witness speaks: give {initialize} (initialize, sessions when the server keeps them) or {SESSIONLESS} (no initialize, no sessions)"
+        )),
+    }
+}
+
+/// The request envelope of the sessionless revisions (SEP-2575): who we are on every request.
+fn stamp(mut params: Value, modern: Option<&str>) -> Value {
+    let Some(v) = modern else { return params };
+    if !params.is_object() {
+        params = json!({});
+    }
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": v,
+        "io.modelcontextprotocol/clientInfo": {"name": "witness", "version": env!("CARGO_PKG_VERSION")},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    params
 }
 
 /// Request ids unique in the whole run (every session, every worker).
@@ -200,6 +232,14 @@ fn fail_outcome(f: Fail, limits: Limits) -> (Outcome, Option<u16>, Option<String
 
 fn request(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// How a session opens: `initialize`, or `server/discover` for the sessionless revisions.
+fn handshake(modern: Option<&str>) -> (&'static str, Value) {
+    match modern {
+        Some(_) => ("server/discover", stamp(json!({}), modern)),
+        None => ("initialize", initialize_params()),
+    }
 }
 
 fn initialize_params() -> Value {
@@ -360,14 +400,21 @@ pub struct StdioLink {
     pipes: Mutex<mpsc::UnboundedReceiver<StdioPipes>>,
     current: Mutex<Option<Arc<StdioConn>>>,
     journal: Journal,
+    modern: Option<String>,
 }
 
 impl StdioLink {
-    pub fn new(pipes: mpsc::UnboundedReceiver<StdioPipes>, journal: Journal) -> Arc<Self> {
+    /// `modern`: the sessionless revision to speak (see [`ToolCall::modern`]).
+    pub fn new(
+        pipes: mpsc::UnboundedReceiver<StdioPipes>,
+        journal: Journal,
+        modern: Option<String>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             pipes: Mutex::new(pipes),
             current: Mutex::new(None),
             journal,
+            modern,
         })
     }
 
@@ -396,21 +443,21 @@ impl StdioLink {
             // Older pipes whose process already died are skipped for the newest.
             let conn = StdioConn::start(p);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let modern = self.modern.as_deref();
+            let (method, params) = handshake(modern);
             let ex = conn
-                .exchange(
-                    "initialize",
-                    initialize_params(),
-                    left.max(Duration::from_millis(1)),
-                )
+                .exchange(method, params, left.max(Duration::from_millis(1)))
                 .await;
-            let ok = session_journal(&self.journal, 0, "stdio", &ex, false);
+            let ok = session_journal(&self.journal, 0, "stdio", &ex, false, modern);
             if ok {
-                conn.notify("notifications/initialized", json!({})).await;
+                if modern.is_none() {
+                    conn.notify("notifications/initialized", json!({})).await;
+                }
                 *cur = Some(conn.clone());
                 return Ok(conn);
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(Fail::Closed("the server did not answer initialize".into()));
+                return Err(Fail::Closed(format!("the server did not answer {method}")));
             }
         }
     }
@@ -423,12 +470,15 @@ fn session_journal(
     transport: &str,
     ex: &Exchange,
     sid: bool,
+    modern: Option<&str>,
 ) -> bool {
     let clock = journal.clock();
     let (ok, version, detail) = match &ex.reply {
         Ok(v) if v.get("result").is_some() => (
             true,
-            v["result"]["protocolVersion"].as_str().map(String::from),
+            modern
+                .map(String::from)
+                .or_else(|| v["result"]["protocolVersion"].as_str().map(String::from)),
             None,
         ),
         Ok(v) => (false, None, Some(clip(&v.to_string()))),
@@ -462,10 +512,12 @@ pub struct HttpSession {
     version: Option<String>,
     limits: Limits,
     rejection: Rejection,
+    /// The sessionless revision, when spoken: also the `MCP-Protocol-Version` from the start.
+    modern: Option<String>,
 }
 
 impl HttpSession {
-    fn new(url: Uri, limits: Limits, rejection: Rejection) -> Self {
+    fn new(url: Uri, limits: Limits, rejection: Rejection, modern: Option<String>) -> Self {
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(1)
             .build(super::client::connector(limits.connect));
@@ -473,9 +525,10 @@ impl HttpSession {
             client,
             url,
             session_id: None,
-            version: None,
+            version: modern.clone(),
             limits,
             rejection,
+            modern,
         }
     }
 
@@ -483,6 +536,15 @@ impl HttpSession {
         let mut b = hyper::Request::post(self.url.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
+        // The sessionless revisions route by headers that must match the body.
+        if self.modern.is_some() {
+            if let Some(m) = msg["method"].as_str() {
+                b = b.header("mcp-method", m);
+            }
+            if let Some(n) = msg["params"]["name"].as_str().filter(|n| n.is_ascii()) {
+                b = b.header("mcp-name", n);
+            }
+        }
         if let Some(s) = &self.session_id {
             b = b.header("mcp-session-id", s);
         }
@@ -514,6 +576,7 @@ impl HttpSession {
     async fn exchange(&mut self, method: &str, params: Value, limit: Duration) -> Exchange {
         let id = next_id();
         let start = Instant::now();
+        let params = stamp(params, self.modern.as_deref());
         let req = match self.post(&request(id, method, params)) {
             Ok(r) => r,
             Err(f) => {
@@ -529,7 +592,7 @@ impl HttpSession {
         let reply = match res {
             Err(_) => Err(Fail::Timeout),
             Ok(Ok((v, sid))) => {
-                if method == "initialize" {
+                if method == "initialize" && self.modern.is_none() {
                     self.session_id = sid;
                     self.version = v["result"]["protocolVersion"].as_str().map(String::from);
                 }
@@ -726,15 +789,24 @@ impl McpTarget {
         match self {
             McpTarget::Stdio(link) => Session::Stdio(link.clone()),
             McpTarget::Http(url) => {
-                let mut s = HttpSession::new(url.clone(), call.limits, call.rejection.clone());
-                let ex = s
-                    .exchange("initialize", initialize_params(), call.limits.whole)
-                    .await;
+                let modern = call.modern.as_deref();
+                let mut s = HttpSession::new(
+                    url.clone(),
+                    call.limits,
+                    call.rejection.clone(),
+                    call.modern.clone(),
+                );
+                let (method, params) = handshake(modern);
+                // The handshake's envelope is stamped by the session itself.
+                let params = if modern.is_some() { json!({}) } else { params };
+                let ex = s.exchange(method, params, call.limits.whole).await;
                 let ok = match journal {
-                    Some(j) => session_journal(j, worker, "http", &ex, s.session_id.is_some()),
+                    Some(j) => {
+                        session_journal(j, worker, "http", &ex, s.session_id.is_some(), modern)
+                    }
                     None => matches!(&ex.reply, Ok(v) if v.get("result").is_some()),
                 };
-                if ok {
+                if ok && modern.is_none() {
                     s.notify("notifications/initialized", json!({})).await;
                 }
                 Session::Http(Box::new(s))
@@ -756,6 +828,7 @@ impl Session {
                 let start = Instant::now();
                 match link.conn(limit).await {
                     Ok(c) => {
+                        let params = stamp(params, link.modern.as_deref());
                         let left = limit.saturating_sub(start.elapsed());
                         let mut ex = c
                             .exchange(method, params, left.max(Duration::from_millis(1)))
@@ -796,8 +869,14 @@ impl Session {
     }
 
     /// MCP's `ping` as a health probe: an answer is reported as 200, anything else by its name.
+    /// The sessionless revision has no `ping`: `server/discover` is its cheap question.
     pub async fn ping(&mut self, limit: Duration) -> Probe {
-        let ex = self.exchange("ping", json!({}), limit).await;
+        let modern = match self {
+            Session::Stdio(link) => link.modern.is_some(),
+            Session::Http(s) => s.modern.is_some(),
+        };
+        let method = if modern { "server/discover" } else { "ping" };
+        let ex = self.exchange(method, json!({}), limit).await;
         let duration_s = ex.end.duration_since(ex.start).as_secs_f64();
         let (status, error) = match ex.reply {
             Ok(v) if v.get("result").is_some() => (Some(200), None),
@@ -963,6 +1042,23 @@ mod tests {
         let batch =
             json!([{"id": 3, "result": {}}, {"id": 4, "error": {"code": 1, "message": "x"}}]);
         assert_eq!(find_answer(batch, 4).unwrap()["id"], 4);
+    }
+
+    #[test]
+    fn the_sessionless_revision_stamps_every_request_and_others_are_named() {
+        assert_eq!(revision(None), Ok(None));
+        assert_eq!(revision(Some("2025-11-25")), Ok(None));
+        assert_eq!(revision(Some("2026-07-28")), Ok(Some("2026-07-28".into())));
+        assert!(revision(Some("2027-01-01"))
+            .unwrap_err()
+            .contains("2026-07-28"));
+        let p = stamp(json!({"name": "search"}), Some("2026-07-28"));
+        assert_eq!(p["name"], "search");
+        assert_eq!(
+            p["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        assert_eq!(stamp(json!({}), None), json!({}));
     }
 
     #[test]

@@ -292,6 +292,7 @@ impl Shared {
             arguments,
             limits: self.plan.limits,
             rejection: self.plan.rejection.clone(),
+            modern: None,
         };
         let session = {
             let mut m = self.mcp.lock().await;
