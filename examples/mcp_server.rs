@@ -16,6 +16,7 @@
 //! - `--lock DURATION` (ms or s suffix): how long `search` holds the lock.
 //! - `--watchdog DURATION`: a startup watchdog, as the seed's binary arms for every subcommand: after
 //!   it, the process logs `[oi] process watchdog: force-exiting after Ns (exit 124)` and exits 124.
+//! - `--require-secret-env NAME` (HTTP): `/mcp` answers 401 unless `Authorization: Bearer $NAME`.
 //! - `--capacity N`: more than N tool calls in flight are refused with a JSON-RPC error naming
 //!   QUEUE_FULL (witness counts those as rejected, by the body marker).
 
@@ -37,6 +38,7 @@ struct Config {
     lock: Duration,
     watchdog: Option<Duration>,
     capacity: Option<usize>,
+    bearer: Option<String>,
 }
 
 #[derive(Clone)]
@@ -191,6 +193,7 @@ fn parse_args() -> Result<Config, String> {
         lock: Duration::from_secs(1),
         watchdog: None,
         capacity: None,
+        bearer: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -204,6 +207,13 @@ fn parse_args() -> Result<Config, String> {
                 )
             }
             "--stateless" => cfg.stateless = true,
+            "--require-secret-env" => {
+                let name = value()?;
+                cfg.bearer = Some(
+                    std::env::var(&name)
+                        .map_err(|_| format!("--require-secret-env {name}: ${name} is not set"))?,
+                );
+            }
             "--lock" => cfg.lock = parse_duration("--lock", &value()?)?,
             "--watchdog" => cfg.watchdog = Some(parse_duration("--watchdog", &value()?)?),
             "--capacity" => {
@@ -258,7 +268,7 @@ fn main() {
                 running.waiting().await.map_err(|e| e.to_string())?;
                 Ok(())
             }
-            Some(port) => serve_http(server, port, cfg.stateless).await,
+            Some(port) => serve_http(server, port, cfg.stateless, cfg.bearer).await,
         }
     });
     if let Err(e) = res {
@@ -267,7 +277,13 @@ fn main() {
     }
 }
 
-async fn serve_http(server: Server, port: u16, stateless: bool) -> Result<(), String> {
+async fn serve_http(
+    server: Server,
+    port: u16,
+    stateless: bool,
+    bearer: Option<String>,
+) -> Result<(), String> {
+    let bearer = std::sync::Arc::new(bearer.map(|b| format!("Bearer {b}")));
     use rmcp::transport::streamable_http_server::{
         session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
     };
@@ -290,11 +306,29 @@ async fn serve_http(server: Server, port: u16, stateless: bool) -> Result<(), St
         };
         let _ = stream.set_nodelay(true);
         let service = service.clone();
+        let bearer = bearer.clone();
         tokio::spawn(async move {
             let svc =
                 hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     let mut service = service.clone();
+                    let bearer = bearer.clone();
                     async move {
+                        let wanted = bearer.as_deref();
+                        let got = req
+                            .headers()
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok());
+                        if req.uri().path() == "/mcp" && wanted.is_some() && got != wanted {
+                            let mut resp = hyper::Response::new(
+                                http_body_util::Full::new(bytes::Bytes::from_static(
+                                    b"missing or wrong bearer token",
+                                ))
+                                .map_err(|e| match e {})
+                                .boxed_unsync(),
+                            );
+                            *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                            return Ok(resp);
+                        }
                         if req.uri().path() == "/health" {
                             let resp = hyper::Response::new(
                                 http_body_util::Full::new(bytes::Bytes::from_static(b"ok"))

@@ -528,3 +528,57 @@ fn a_short_soak_with_mcp_kinds_reports_per_tool_figures() {
         "one per worker and kind: {sessions}"
     );
 }
+
+#[test]
+fn a_soak_secret_header_reaches_the_mcp_server_and_nowhere_else() {
+    let dir = tempdir("mcp-secret");
+    let token = format!("mcp-tok-{}-{}", std::process::id(), free_port());
+    let plan = dir.join("plan.toml");
+    let src = std::fs::read_to_string(repo().join("examples/plans/mcp.toml"))
+        .unwrap()
+        .replace(
+            "[kinds.search]",
+            "[secrets.gw]\nsecret_env = \"WITNESS_MCP_TOKEN\"\n\n[kinds.search]\nheaders = { Authorization = \"Bearer ${secret.gw}\" }",
+        );
+    std::fs::write(&plan, src).unwrap();
+    let port = free_port().to_string();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["soak", "--plan"])
+            .arg(&plan)
+            .args(["--duration", "3s", "--gpu", "off"])
+            .args(["--base-url", &format!("http://127.0.0.1:{port}")])
+            .arg("--report")
+            .arg(dir.join("r.json"))
+            .arg("--journal")
+            .arg(dir.join("j.jsonl"))
+            .env("WITNESS_MCP_TOKEN", &token)
+            .arg("--")
+            .arg(mcp_server())
+            .args(["--http", &port, "--lock", "20ms"])
+            .args(["--require-secret-env", "WITNESS_MCP_TOKEN"]),
+        Duration::from_secs(90),
+    );
+    let report = json(&dir.join("r.json"));
+    // The server checks the bearer token: search calls (which carry it) succeed; `nap` carries none
+    // and is refused with 401, counted as errors.
+    let search = &report["kinds"]["search"];
+    assert!(search["ok"].as_u64().unwrap() > 0, "{search:#}");
+    assert_eq!(search["errors"], 0, "{search:#}");
+    assert!(report["kinds"]["nap"]["errors"].as_u64().unwrap() > 0);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for (what, text) in [
+        (
+            "journal",
+            std::fs::read_to_string(dir.join("j.jsonl")).unwrap(),
+        ),
+        (
+            "report",
+            std::fs::read_to_string(dir.join("r.json")).unwrap(),
+        ),
+        ("stdout", String::from_utf8_lossy(&out.stdout).into_owned()),
+        ("stderr", stderr(&out)),
+    ] {
+        assert!(!text.contains(&token), "the secret leaked into the {what}");
+    }
+}

@@ -349,6 +349,7 @@ fn tool_call(a: &LoadArgs, cfg: &LadderConfig) -> anyhow::Result<Option<ToolCall
         limits: cfg.limits,
         rejection: cfg.rejection.clone(),
         modern: crate::load::mcp::revision(a.mcp_protocol.as_deref()).map_err(usage)?,
+        headers: cfg.spec.headers.clone(),
     }))
 }
 

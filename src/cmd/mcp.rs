@@ -95,6 +95,7 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
         },
         rejection: Rejection::default(),
         modern: crate::load::mcp::revision(a.mcp_protocol.as_deref()).map_err(usage)?,
+        headers: Default::default(),
     };
     let result = match (url, stdio_pipes) {
         (Some(uri), _) => list_http(uri, &call, &journal, child.is_some()).await,

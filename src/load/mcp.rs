@@ -47,6 +47,9 @@ pub struct ToolCall {
     /// sessions: `server/discover` to open, the envelope in every request's `_meta`. None: the
     /// `initialize` handshake, at the newest revision that has one (the server may negotiate down).
     pub modern: Option<String>,
+    /// Extra headers on every streamable HTTP request (`--header`, a soak kind's headers: an
+    /// `Authorization` the server wants). Never journalled.
+    pub headers: hyper::HeaderMap,
 }
 
 /// `--mcp-protocol`: None for the `initialize` revisions, the version for the sessionless one.
@@ -514,10 +517,13 @@ pub struct HttpSession {
     rejection: Rejection,
     /// The sessionless revision, when spoken: also the `MCP-Protocol-Version` from the start.
     modern: Option<String>,
+    headers: hyper::HeaderMap,
 }
 
 impl HttpSession {
-    fn new(url: Uri, limits: Limits, rejection: Rejection, modern: Option<String>) -> Self {
+    fn new(url: Uri, call: &ToolCall) -> Self {
+        let (limits, rejection, modern) =
+            (call.limits, call.rejection.clone(), call.modern.clone());
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(1)
             .build(super::client::connector(limits.connect));
@@ -529,6 +535,7 @@ impl HttpSession {
             limits,
             rejection,
             modern,
+            headers: call.headers.clone(),
         }
     }
 
@@ -550,6 +557,11 @@ impl HttpSession {
         }
         if let Some(v) = &self.version {
             b = b.header("mcp-protocol-version", v);
+        }
+        if let Some(h) = b.headers_mut() {
+            for (k, v) in &self.headers {
+                h.append(k, v.clone());
+            }
         }
         let body = serde_json::to_vec(msg).unwrap_or_default();
         b.body(Full::new(Bytes::from(body))).map_err(|e| {
@@ -790,12 +802,7 @@ impl McpTarget {
             McpTarget::Stdio(link) => Session::Stdio(link.clone()),
             McpTarget::Http(url) => {
                 let modern = call.modern.as_deref();
-                let mut s = HttpSession::new(
-                    url.clone(),
-                    call.limits,
-                    call.rejection.clone(),
-                    call.modern.clone(),
-                );
+                let mut s = HttpSession::new(url.clone(), call);
                 let (method, params) = handshake(modern);
                 // The handshake's envelope is stamped by the session itself.
                 let params = if modern.is_some() { json!({}) } else { params };

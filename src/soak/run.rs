@@ -293,6 +293,7 @@ impl Shared {
             limits: self.plan.limits,
             rejection: self.plan.rejection.clone(),
             modern: None,
+            headers: spec.headers.clone(),
         };
         let session = {
             let mut m = self.mcp.lock().await;
