@@ -87,6 +87,8 @@ pub enum Command {
     /// Re-render any past run from its journal; several journals and k6 results are first put on one
     /// clock and analysed as one run.
     Report(ReportArgs),
+    /// Ask an MCP server what it offers: `witness mcp tools --url URL` or `witness mcp tools -- CMD`.
+    Mcp(McpArgs),
     /// Show what NVML sees: devices, driver version, memory, utilisation, temperature, power and
     /// processes. Exits 3 when there is no NVIDIA driver to ask.
     Gpu(GpuCmdArgs),
@@ -245,9 +247,23 @@ pub struct WrapArgs {
 
 #[derive(Args, Debug)]
 pub struct LoadArgs {
-    /// The URL every request goes to. Loopback only, unless --allow-remote.
-    #[arg(long)]
-    pub url: String,
+    /// The URL every request goes to (with --mcp: the streamable HTTP endpoint, e.g.
+    /// http://127.0.0.1:8000/mcp). Loopback only, unless --allow-remote.
+    #[arg(long, required_unless_present = "mcp")]
+    pub url: Option<String>,
+    /// Call this MCP tool instead of sending HTTP requests: over streamable HTTP with --url, over
+    /// stdio (witness starts the command after `--` with pipes) without. Each worker opens its own
+    /// session once, then calls the tool with unique request ids.
+    #[arg(long, value_name = "TOOL")]
+    pub mcp: Option<String>,
+    /// The tool's arguments: a JSON object, or @FILE to read it from a file (with --mcp).
+    #[arg(long = "args", value_name = "JSON|@FILE", requires = "mcp")]
+    pub tool_args: Option<String>,
+    /// The MCP revision to speak: 2025-11-25 (the default: `initialize`, and `Mcp-Session-Id` when
+    /// the server keeps sessions; the server may negotiate an older one) or 2026-07-28 (no
+    /// `initialize` and no protocol sessions: `server/discover`, then the envelope on every request).
+    #[arg(long, value_name = "VERSION", requires = "mcp")]
+    pub mcp_protocol: Option<String>,
     /// HTTP method.
     #[arg(long, default_value = "POST")]
     pub method: String,
@@ -413,6 +429,38 @@ pub struct ReportArgs {
 
 #[derive(Args, Debug)]
 pub struct GpuCmdArgs {}
+
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub command: McpCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum McpCommand {
+    /// List the server's tools and their input schemas: the first thing to run to know what to call.
+    Tools(McpToolsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct McpToolsArgs {
+    /// The streamable HTTP endpoint (e.g. http://127.0.0.1:8000/mcp); without it, the command after
+    /// `--` is started and spoken to over stdio.
+    #[arg(long, required_unless_present = "command")]
+    pub url: Option<String>,
+    /// witness's own limit on each exchange (and on the server starting).
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+    /// Print the tools as JSON (name, description, inputSchema) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The MCP revision to speak: 2025-11-25 (default, `initialize`) or 2026-07-28 (sessionless).
+    #[arg(long, value_name = "VERSION")]
+    pub mcp_protocol: Option<String>,
+    /// The MCP server to start, after `--` (stdio; with --url, started and spoken to over HTTP).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportFormat {

@@ -353,6 +353,17 @@ pub struct LoadSettings {
     pub rounds: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_s: Option<f64>,
+    /// The exchange was an MCP tool call (`--mcp`), not a plain HTTP request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpSettings>,
+}
+
+/// What an MCP load run called, and how.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct McpSettings {
+    pub tool: String,
+    /// `stdio` or `http`.
+    pub transport: String,
 }
 
 /// Everything witness knows, one variant per kind of fact. Later capabilities add variants here.
@@ -589,6 +600,22 @@ pub enum Event {
     },
     /// A progress interval closed (soak).
     Interval { index: u32, requests: u64 },
+    /// An MCP client opened its session (the `initialize` handshake): timed apart from tool calls,
+    /// never mixed into their latency. `worker` is the ladder worker (stdio: the one shared client).
+    McpSession {
+        worker: u32,
+        /// `stdio` or `http`.
+        transport: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        protocol_version: Option<String>,
+        /// Whether the server gave an `Mcp-Session-Id` (streamable HTTP, stateful).
+        #[serde(default)]
+        session: bool,
+        duration_s: f64,
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
 }
 
 impl Event {
@@ -638,6 +665,7 @@ impl Event {
             Event::Gauge { .. } => "gauge",
             Event::Invariant { .. } => "invariant",
             Event::Interval { .. } => "interval",
+            Event::McpSession { .. } => "mcp_session",
         }
     }
 }

@@ -25,6 +25,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {
         cli::Command::Load(args) => cmd::load::run(*args).await,
         cli::Command::Soak(args) => cmd::soak::run(*args).await,
         cli::Command::Report(args) => cmd::report::run(args),
+        cli::Command::Mcp(args) => cmd::mcp::run(args).await,
         cli::Command::Gpu(args) => cmd::gpu::run(args),
     }
 }

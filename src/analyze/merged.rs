@@ -255,6 +255,7 @@ pub fn analyze(
                         duration_s: *duration_s,
                         outcome: outcome.describe(),
                         annotation,
+                        detail: detail.clone(),
                     });
                 }
             }

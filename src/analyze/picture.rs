@@ -212,6 +212,8 @@ pub struct Picture {
     pub series: Vec<Series>,
     /// All requests by class.
     pub totals: [u64; 4],
+    /// What one exchange was, when not a plain HTTP request: "tools/call search" for an MCP run.
+    pub exchange: Option<String>,
 }
 
 pub fn build(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> Picture {
@@ -250,7 +252,21 @@ pub fn build(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -
         levels,
         series: series(recs),
         totals,
+        exchange: exchange(recs),
     }
+}
+
+/// An MCP load run's exchanges are tool calls, named by their tool.
+fn exchange(recs: &[Record]) -> Option<String> {
+    recs.iter().find_map(|r| match &r.event {
+        Event::Settings(s) => s
+            .load
+            .as_ref()?
+            .mcp
+            .as_ref()
+            .map(|m| format!("tools/call {}", m.tool)),
+        _ => None,
+    })
 }
 
 fn requests(recs: &[Record]) -> (Vec<Group>, Vec<Span>, u64) {

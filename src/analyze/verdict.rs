@@ -81,6 +81,10 @@ pub struct FailedRequest {
     pub duration_s: f64,
     pub outcome: String,
     pub annotation: String,
+    /// What the server said, for failures that carry its words (an MCP tool error's text, a
+    /// JSON-RPC error's code and message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The connect floor, as measured before any level.
@@ -282,6 +286,7 @@ pub fn analyze_load(
                         duration_s: *duration_s,
                         outcome: outcome.describe(),
                         annotation,
+                        detail: server_words(outcome, detail),
                     });
                 }
                 // A request that ended at a timer while the server died: the harness timed the timer.
@@ -667,6 +672,18 @@ fn what_happened<'a>(
         (_, false) => format!("while it was in flight: {}", seen_now.join("; ")),
     };
     (text, None)
+}
+
+/// A failure's detail when it is the server's own words (MCP tool and JSON-RPC errors); other
+/// details are witness's account of a transport failure, already in the outcome.
+fn server_words(outcome: &Outcome, detail: &Option<String>) -> Option<String> {
+    match outcome {
+        Outcome::Error {
+            error: ErrorKind::ToolError | ErrorKind::Rpc,
+            ..
+        } => detail.clone(),
+        _ => None,
+    }
 }
 
 fn exit_words(l: &ProcessLife) -> String {

@@ -20,8 +20,9 @@ use crate::error::{refuse, usage};
 use crate::journal::{Event, Journal, LoadSettings, Settings};
 use crate::load::client::{Limits, RequestSpec};
 use crate::load::floor;
-use crate::load::health::Prober;
+use crate::load::health::{Health, Prober};
 use crate::load::ladder::{run_level, LadderConfig, LevelRun};
+use crate::load::mcp::{McpTarget, Pinger, StdioLink, ToolCall};
 use crate::load::outcome::Rejection;
 use crate::report;
 use crate::server::process::State;
@@ -31,7 +32,20 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     // Before anything is written or printed: credential values are scrubbed from every artifact.
     let (_, secrets) = request_headers(&args)?;
     crate::secrets::install(&secrets).map_err(|e| usage(format!("{e:#}")))?;
-    let cfg = ladder_config(&args)?;
+    let mut cfg = ladder_config(&args)?;
+    let call = tool_call(&args, &cfg)?;
+    // MCP over stdio: `--mcp TOOL -- CMD` without --url. The server's stdin/stdout are the protocol.
+    let stdio = call.is_some() && args.url.is_none();
+    if stdio && args.command.is_empty() {
+        return Err(usage(
+            "--mcp without --url speaks MCP over stdio to a server witness starts: give its command after `--` (or --url http://127.0.0.1:PORT/mcp for streamable HTTP)",
+        ));
+    }
+    if stdio && args.container.is_container() {
+        return Err(usage(
+            "--mcp over stdio needs a child process (the command after `--`); a container's MCP server is reached with --url",
+        ));
+    }
     // Our own child or container, or (with neither) whatever listens on the URL's port.
     let target_cfg = (args.container.is_container() || !args.command.is_empty())
         .then(|| {
@@ -43,18 +57,28 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             )
         })
         .transpose()?;
-    // A server that daemonizes is recognised by the port it then serves.
-    let target_cfg = target_cfg.map(|mut t| {
+    // A server that daemonizes is recognised by the port it then serves (not over stdio).
+    let mut target_cfg = target_cfg.map(|mut t| {
         if let TargetConfig::Process(p) = &mut t {
-            p.port = Some(cfg.spec.uri.port_u16().unwrap_or(80));
+            p.port = (!stdio).then(|| cfg.spec.uri.port_u16().unwrap_or(80));
         }
         t
     });
     if target_cfg.is_none() {
         super::check_attach_watch(&args.supervise.watch)?;
     }
-    check_loopback(&cfg.spec.uri, args.allow_remote).await?;
-    check_loopback(&cfg.health, args.allow_remote).await?;
+    let pipes = match (&mut target_cfg, stdio) {
+        (Some(super::TargetConfig::Process(p)), true) => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            p.stdio = Some(tx);
+            Some(rx)
+        }
+        _ => None,
+    };
+    if !stdio {
+        check_loopback(&cfg.spec.uri, args.allow_remote).await?;
+        check_loopback(&cfg.health, args.allow_remote).await?;
+    }
     check_outputs(&args.output)?;
     // witness's own descriptors, before anything runs: its EMFILE must never pass as the server's.
     let top = cfg.levels.iter().copied().max().unwrap_or(1);
@@ -64,11 +88,40 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     )
     .map_err(refuse)?;
     let journal = open_journal("load", &args.output)?;
+    // Health: --health-url when given; for MCP otherwise its `ping`.
+    let prober = match &call {
+        Some(call) => {
+            let target = match pipes {
+                Some(rx) => {
+                    McpTarget::Stdio(StdioLink::new(rx, journal.clone(), call.modern.clone()))
+                }
+                None => McpTarget::Http(cfg.spec.uri.clone()),
+            };
+            let health = match args.health_url {
+                Some(_) => Health::Http(Prober::new(cfg.health.clone(), args.health_timeout)),
+                None => Health::Mcp(Pinger::new(
+                    target.clone(),
+                    call.clone(),
+                    args.health_timeout,
+                )),
+            };
+            cfg.mcp = Some((target, call.clone()));
+            health
+        }
+        None => Health::Http(Prober::new(cfg.health.clone(), args.health_timeout)),
+    };
     journal.emit(Event::Settings(Settings {
         timers_s: args.supervise.timers_s(),
         load: Some(LoadSettings {
-            url: cfg.spec.uri.to_string(),
-            method: cfg.spec.method.to_string(),
+            url: if stdio {
+                "stdio".to_string()
+            } else {
+                cfg.spec.uri.to_string()
+            },
+            method: match &call {
+                Some(_) => "tools/call".to_string(),
+                None => cfg.spec.method.to_string(),
+            },
             levels: cfg.levels.clone(),
             timeout_s: cfg.limits.whole.as_secs_f64(),
             connect_timeout_s: cfg.limits.connect.as_secs_f64(),
@@ -77,15 +130,18 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             cliff_slack_s: args.cliff_slack.as_secs_f64(),
             rounds: args.duration.is_none().then_some(cfg.rounds),
             duration_s: args.duration.map(|d| d.as_secs_f64()),
+            mcp: call.as_ref().map(|c| crate::journal::McpSettings {
+                tool: c.tool.clone(),
+                transport: if stdio { "stdio" } else { "http" }.into(),
+            }),
         }),
         extra: serde_json::Value::Null,
     }));
-    let prober = Prober::new(cfg.health.clone(), args.health_timeout);
     let live = Live::new();
     let port = cfg.spec.uri.port_u16().unwrap_or(80);
     // A server witness is to start would fail to bind, and the health probe would find the other
     // process: said plainly, before anything starts.
-    if let Some(super::TargetConfig::Process(_)) = &target_cfg {
+    if let (Some(super::TargetConfig::Process(_)), false) = (&target_cfg, stdio) {
         if let Some(taken) = foreign_listener(port) {
             let why = format!(
                 "{taken}: the server witness starts could not listen there, and witness would measure that process instead. Stop it, or give the server and --url another port"
@@ -189,16 +245,21 @@ async fn measure(
     args: &LoadArgs,
     cfg: &LadderConfig,
     target: &Target,
-    prober: &Prober,
+    prober: &Health,
     journal: &Journal,
     live: &Live,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<String, Stop> {
     if target.owned() {
-        let port = cfg.spec.uri.port_u16().unwrap_or(80);
-        wait_ready(target, prober, journal, args.ready_timeout, Some(port)).await?;
+        // Over stdio there is no port: the pipes are the server's only door.
+        let stdio = matches!(&cfg.mcp, Some((McpTarget::Stdio(_), _)));
+        let port = (!stdio).then(|| cfg.spec.uri.port_u16().unwrap_or(80));
+        wait_ready(target, prober, journal, args.ready_timeout, port).await?;
     }
-    check_floor(&cfg.spec.uri, args.max_connect_floor, journal).await?;
+    // Over stdio there is no connect to measure: the pipes are the connection.
+    if !matches!(&cfg.mcp, Some((McpTarget::Stdio(_), _))) {
+        check_floor(&cfg.spec.uri, args.max_connect_floor, journal).await?;
+    }
     live.floor_shown.store(true, Ordering::Relaxed);
     let refuse_with = |why: String| {
         refused_note(journal, &why);
@@ -210,7 +271,7 @@ async fn measure(
     if !first.healthy() {
         return refuse_with(format!(
             "the target was unhealthy before the first level: {} answered {} (not 200)",
-            prober.url,
+            prober.describe(),
             first.text()
         ));
     }
@@ -335,7 +396,7 @@ pub(crate) fn refused_note(journal: &Journal, text: &str) {
 /// naming its exit and last output lines.
 pub(crate) async fn wait_ready(
     target: &Target,
-    prober: &Prober,
+    prober: &impl crate::load::health::Probes,
     journal: &Journal,
     limit: Duration,
     port: Option<u16>,
@@ -358,7 +419,7 @@ pub(crate) async fn wait_ready(
             journal.emit(Event::Ready {
                 ok: true,
                 waited_s: start.elapsed().as_secs_f64(),
-                url: prober.url.to_string(),
+                url: prober.describe(),
                 detail: None,
             });
             return Ok(());
@@ -394,7 +455,7 @@ pub(crate) async fn wait_ready(
             journal.emit(Event::Ready {
                 ok: false,
                 waited_s: start.elapsed().as_secs_f64(),
-                url: prober.url.to_string(),
+                url: prober.describe(),
                 detail: Some(detail.clone()),
             });
             journal.emit(Event::Note {
@@ -403,7 +464,7 @@ pub(crate) async fn wait_ready(
             });
             return Err(Stop::Refused(format!(
                 "the server never became ready at {}: {detail}",
-                prober.url
+                prober.describe()
             )));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -518,15 +579,47 @@ fn same_file(a: i32, b: i32) -> bool {
     matches!((stat(a), stat(b)), (Some(x), Some(y)) if x == y)
 }
 
+/// The tool call every MCP worker makes (`--mcp TOOL --args JSON|@FILE`), or none for plain HTTP.
+fn tool_call(a: &LoadArgs, cfg: &LadderConfig) -> anyhow::Result<Option<ToolCall>> {
+    let Some(tool) = &a.mcp else { return Ok(None) };
+    if tool.trim().is_empty() {
+        return Err(usage("--mcp needs a tool name (see `witness mcp tools`)"));
+    }
+    let text = match a.tool_args.as_deref().map(|t| (t, t.strip_prefix('@'))) {
+        None => "{}".to_string(),
+        Some((_, Some(path))) => std::fs::read_to_string(path)
+            .map_err(|e| usage(format!("--args @{path}: could not read the file: {e}")))?,
+        Some((t, None)) => t.to_string(),
+    };
+    let arguments: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "--args is not JSON ({e}): give the tool's arguments as an object, e.g. --args '{{\"query\":\"x\"}}'"
+        ))
+    })?;
+    if !arguments.is_object() {
+        return Err(usage(
+            "--args must be a JSON object (the tool's named arguments), e.g. --args '{\"query\":\"x\"}'",
+        ));
+    }
+    Ok(Some(ToolCall {
+        tool: tool.clone(),
+        arguments,
+        limits: cfg.limits,
+        rejection: cfg.rejection.clone(),
+        modern: crate::load::mcp::revision(a.mcp_protocol.as_deref()).map_err(usage)?,
+        headers: cfg.spec.headers.clone(),
+    }))
+}
+
 fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
-    let uri: Uri = a
-        .url
+    // Over stdio there is no URL; the HTTP request spec is then never used.
+    let url = a.url.as_deref().unwrap_or("http://127.0.0.1/");
+    let uri: Uri = url
         .parse()
-        .map_err(|e| usage(format!("--url {:?} is not a URL: {e}", a.url)))?;
+        .map_err(|e| usage(format!("--url {url:?} is not a URL: {e}")))?;
     if uri.scheme_str() != Some("http") || uri.host().is_none() {
         return Err(usage(format!(
-            "--url {:?} must be an http:// URL with a host (https is not supported yet)",
-            a.url
+            "--url {url:?} must be an http:// URL with a host (https is not supported yet)"
         )));
     }
     check_port(&uri, "--url")?;
@@ -589,6 +682,7 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
             body_marker: (!a.reject_body.is_empty()).then(|| a.reject_body.clone()),
             accepted: a.accept_status.clone(),
         },
+        mcp: None,
     })
 }
 

@@ -2,6 +2,7 @@
 
 pub mod gpu;
 pub mod load;
+pub mod mcp;
 pub mod report;
 pub mod soak;
 pub mod wrap;
@@ -41,6 +42,7 @@ pub fn process_config(
         pass_through,
         inherit_stdin: false,
         port: None,
+        stdio: None,
     })
 }
 

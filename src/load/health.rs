@@ -104,3 +104,68 @@ fn error_name(e: &(dyn std::error::Error + 'static)) -> String {
     }
     "ConnectError".into()
 }
+
+/// Health, however the server is asked: an HTTP GET, or MCP's `ping`.
+// One per run: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Health {
+    Http(Prober),
+    Mcp(super::mcp::Pinger),
+}
+
+impl Health {
+    pub async fn probe(&self) -> Probe {
+        match self {
+            Health::Http(p) => p.probe().await,
+            Health::Mcp(p) => p.probe().await,
+        }
+    }
+
+    /// What is probed, as the journal and messages name it.
+    pub fn describe(&self) -> String {
+        match self {
+            Health::Http(p) => p.url.to_string(),
+            Health::Mcp(p) => p.describe(),
+        }
+    }
+
+    /// Probes and journals it with its purpose.
+    pub async fn probe_journalled(&self, journal: &Journal, purpose: &str) -> Probe {
+        match self {
+            Health::Http(p) => p.probe_journalled(journal, purpose).await,
+            Health::Mcp(m) => {
+                let p = m.probe().await;
+                journal.emit(Event::Health {
+                    url: m.describe(),
+                    purpose: purpose.into(),
+                    probe: p.clone(),
+                });
+                p
+            }
+        }
+    }
+}
+
+/// Anything that can say whether the server is healthy (waiting for ready takes either).
+pub trait Probes {
+    fn probe(&self) -> impl std::future::Future<Output = Probe> + Send;
+    fn describe(&self) -> String;
+}
+
+impl Probes for Prober {
+    async fn probe(&self) -> Probe {
+        Prober::probe(self).await
+    }
+    fn describe(&self) -> String {
+        self.url.to_string()
+    }
+}
+
+impl Probes for Health {
+    async fn probe(&self) -> Probe {
+        Health::probe(self).await
+    }
+    fn describe(&self) -> String {
+        Health::describe(self)
+    }
+}

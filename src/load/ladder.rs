@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use hyper::Uri;
 
 use super::client::{self, Limits, RequestSpec};
-use super::health::Prober;
+use super::health::Health;
+use super::mcp::{McpTarget, ToolCall};
 use super::outcome::Rejection;
 use super::progress::LevelProgress;
 use crate::journal::{group_of_level, ErrorKind, Event, Identity, Journal, Outcome};
@@ -30,6 +31,8 @@ pub struct LadderConfig {
     pub limits: Limits,
     pub settle: Duration,
     pub rejection: Rejection,
+    /// Tool calls instead of plain HTTP requests (`--mcp`); `spec` is then unused.
+    pub mcp: Option<(McpTarget, ToolCall)>,
 }
 
 /// How many requests a worker sends.
@@ -160,7 +163,7 @@ pub async fn run_level(
     index: u32,
     concurrency: u32,
     target: &Target,
-    prober: &Prober,
+    prober: &Health,
     journal: &Journal,
     ids: &Arc<AtomicU64>,
     previous: Option<&Identity>,
@@ -193,9 +196,63 @@ pub async fn run_level(
         Some(d) => Budget::Until(Instant::now() + d),
         None => Budget::Rounds(cfg.rounds),
     };
+    let progress = LevelProgress::start(live, index, concurrency);
+    let mut not_sent = 0u64;
+    if let Some((mcp, call)) = &cfg.mcp {
+        run_mcp_workers(mcp, call, budget, concurrency, index, journal, ids, stop).await;
+    } else {
+        not_sent = run_http_workers(
+            cfg,
+            budget,
+            concurrency,
+            index,
+            target,
+            journal,
+            ids,
+            &progress,
+            stop,
+        )
+        .await;
+    }
+    progress.finish();
+    if *stop.borrow() {
+        return LevelRun::Stopped("witness was stopped during this level".into());
+    }
+    let stopped = gone_for_good(target).map(|status| {
+        format!("the server died (exit status {status}) and nothing restarts it: the level stopped sending")
+    });
+    tokio::time::sleep(cfg.settle).await;
+    let after = prober.probe_journalled(journal, "after").await;
+    journal.emit(Event::LevelEnd {
+        index,
+        concurrency,
+        health: after,
+        identity: target.identity(),
+        stopped: stopped.clone(),
+        not_sent: stopped.as_ref().map(|_| not_sent),
+    });
+    match stopped {
+        Some(why) => LevelRun::Stopped(why),
+        None => LevelRun::Ran,
+    }
+}
+
+/// Plain HTTP workers, each sending back to back; returns how many requests were not sent because
+/// the server died and nothing restarts it.
+#[allow(clippy::too_many_arguments)]
+async fn run_http_workers(
+    cfg: &LadderConfig,
+    budget: Budget,
+    concurrency: u32,
+    index: u32,
+    target: &Target,
+    journal: &Journal,
+    ids: &Arc<AtomicU64>,
+    progress: &LevelProgress,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> u64 {
     let http = client::client(cfg.limits, concurrency as usize);
     let group: Arc<str> = group_of_level(index).into();
-    let progress = LevelProgress::start(live, index, concurrency);
     let mut workers = tokio::task::JoinSet::new();
     // Set when the server died and nothing restarts it: the level stops sending (a request to a port
     // nobody listens on measures nothing) and counts what it did not send.
@@ -284,27 +341,64 @@ pub async fn run_level(
     while let Some(n) = workers.join_next().await {
         not_sent += n.unwrap_or(0);
     }
-    progress.finish();
-    if *stop.borrow() {
-        return LevelRun::Stopped("witness was stopped during this level".into());
+    not_sent
+}
+
+/// MCP workers: each opens its session once (timed apart), then calls the tool back to back. Over
+/// stdio they share the process's one connection, so level n is n calls outstanding on it.
+#[allow(clippy::too_many_arguments)]
+async fn run_mcp_workers(
+    target: &McpTarget,
+    call: &ToolCall,
+    budget: Budget,
+    concurrency: u32,
+    index: u32,
+    journal: &Journal,
+    ids: &Arc<AtomicU64>,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) {
+    let group: Arc<str> = group_of_level(index).into();
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..concurrency {
+        let target = target.clone();
+        let call = call.clone();
+        let journal = journal.clone();
+        let ids = ids.clone();
+        let group = group.clone();
+        let stop = stop.clone();
+        workers.spawn(async move {
+            let clock = journal.clock();
+            let mut session = target.open(w, &call, Some(&journal)).await;
+            let mut sent = 0u32;
+            loop {
+                match budget {
+                    _ if *stop.borrow() => break,
+                    Budget::Rounds(r) if sent >= r => break,
+                    Budget::Until(t) if Instant::now() >= t => break,
+                    _ => {}
+                }
+                let s = session.call_tool(&call).await;
+                sent += 1;
+                journal.emit_at(
+                    clock.at(s.end),
+                    Event::Request {
+                        id: ids.fetch_add(1, Ordering::Relaxed),
+                        group: group.to_string(),
+                        worker: w,
+                        start_s: clock.at(s.start),
+                        duration_s: s.end.duration_since(s.start).as_secs_f64(),
+                        outcome: s.outcome,
+                        status: s.status,
+                        scheduled_s: None,
+                        detail: s.detail,
+                        body_bytes: None,
+                        body_cut: false,
+                    },
+                );
+            }
+        });
     }
-    let stopped = gone_for_good(target).map(|status| {
-        format!("the server died (exit status {status}) and nothing restarts it: the level stopped sending")
-    });
-    tokio::time::sleep(cfg.settle).await;
-    let after = prober.probe_journalled(journal, "after").await;
-    journal.emit(Event::LevelEnd {
-        index,
-        concurrency,
-        health: after,
-        identity: target.identity(),
-        stopped: stopped.clone(),
-        not_sent: stopped.as_ref().map(|_| not_sent),
-    });
-    match stopped {
-        Some(why) => LevelRun::Stopped(why),
-        None => LevelRun::Ran,
-    }
+    while workers.join_next().await.is_some() {}
 }
 
 /// Resolves once the run is told to stop (never, if the sender is gone without saying so).

@@ -1,10 +1,12 @@
 //! The load driver: the hyper client and outcome classification, health probes, the connect floor,
-//! the concurrency ladder.
+//! the concurrency ladder, and the exchange protocols: plain HTTP (client.rs, the hot path) and MCP
+//! over stdio or streamable HTTP (mcp.rs). Each turns an exchange into one outcome and one duration.
 
 pub mod client;
 pub mod fds;
 pub mod floor;
 pub mod health;
 pub mod ladder;
+pub mod mcp;
 pub mod outcome;
 pub mod progress;

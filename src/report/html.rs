@@ -524,7 +524,15 @@ fn chart(a: &Analysis) -> String {
         for (gi, g) in p.groups.iter().enumerate() {
             let top = c.y;
             let total: u64 = g.counts.iter().sum();
-            c.lane_label(top, &lane_name(g), &format!("{} · {total} req", g.name));
+            c.lane_label(
+                top,
+                &lane_name(g),
+                &format!(
+                    "{} · {total} {}",
+                    g.name,
+                    p.exchange.as_deref().unwrap_or("req")
+                ),
+            );
             let peak = agg.counts[gi]
                 .iter()
                 .map(|b| b.iter().sum::<u32>())
@@ -580,7 +588,8 @@ fn chart(a: &Analysis) -> String {
             let h = (rows * row_h).max(28.0);
             let total: u64 = g.counts.iter().sum();
             let workers = format!(
-                "{total} req · {} worker{}",
+                "{total} {} · {} worker{}",
+                p.exchange.as_deref().unwrap_or("req"),
                 g.rows,
                 if g.rows == 1 { "" } else { "s" }
             );
@@ -594,6 +603,10 @@ fn chart(a: &Analysis) -> String {
             let w = (c.x(s.end_s) - x0).max(1.0);
             let y = top + s.row as f64 * row_h + 0.5;
             let what = if s.what.is_empty() { "ok" } else { &s.what };
+            let what = match &p.exchange {
+                Some(x) => format!("{x} {what}"),
+                None => what.to_string(),
+            };
             let _ = write!(
                 lanes,
                 "<rect class=\"{}\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{:.1}\"><title>#{} worker {}: {} in {} (t={:.3}→{:.3}s)</title></rect>",
@@ -601,7 +614,7 @@ fn chart(a: &Analysis) -> String {
                 (row_h - 1.0).max(1.0),
                 s.id,
                 s.worker,
-                esc(what),
+                esc(&what),
                 secs(s.end_s - s.start_s),
                 s.start_s,
                 s.end_s

@@ -192,6 +192,9 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
                 "      request {} {} after {:.2}s: {}\n",
                 f.id, f.outcome, f.duration_s, f.annotation
             ));
+            if let Some(d) = &f.detail {
+                o.push_str(&format!("        the server said: {d}\n"));
+            }
         }
         let more = (r.counts.timeout + r.counts.error) as usize;
         if more > 3 {

@@ -58,6 +58,18 @@ pub struct ProcessConfig {
     pub inherit_stdin: bool,
     /// The port the server should serve (load, soak): how a daemon that took over is recognised.
     pub port: Option<u16>,
+    /// The server speaks a protocol on its stdin/stdout (MCP over stdio): each spawn's pipes go here,
+    /// to the load driver, instead of stdin being closed and stdout drained as log lines. Its stderr
+    /// is still the log.
+    pub stdio: Option<mpsc::UnboundedSender<StdioPipes>>,
+}
+
+/// One spawn's protocol pipes (MCP over stdio); a restart sends new ones.
+#[derive(Debug)]
+pub struct StdioPipes {
+    pub pid: u32,
+    pub stdin: tokio::process::ChildStdin,
+    pub stdout: tokio::process::ChildStdout,
 }
 
 /// What the owner of a supervisor can ask of it.
@@ -273,7 +285,11 @@ fn spawn_child(
     let tty = cfg.inherit_stdin && terminal_is_ours();
     let cgroup_procs = guard.cgroup.as_ref().map(|c| c.procs_path());
     cmd.args(&cfg.command[1..])
-        .stdin(stdin)
+        .stdin(if cfg.stdio.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            stdin
+        })
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0)
@@ -342,11 +358,17 @@ fn spawn_child(
         container_id: None,
     });
     let mut readers = Vec::new();
+    let stdout = match &cfg.stdio {
+        Some(sink) => {
+            if let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) {
+                let _ = sink.send(StdioPipes { pid, stdin, stdout });
+            }
+            None
+        }
+        None => child.stdout.take(),
+    };
     let streams = [
-        (
-            child.stdout.take().map(|s| s.into_owned_fd()),
-            Stream::Stdout,
-        ),
+        (stdout.map(|s| s.into_owned_fd()), Stream::Stdout),
         (
             child.stderr.take().map(|s| s.into_owned_fd()),
             Stream::Stderr,

@@ -273,6 +273,10 @@ pub struct KindSpec {
     /// How often drivers pick this kind relative to the others (0: only by name).
     #[serde(default = "one")]
     pub weight: u32,
+    /// An MCP tool call instead of an HTTP request: the tool's name. `path`/`url` is then the
+    /// streamable HTTP endpoint (`/mcp`) and `body` the arguments object's template.
+    #[serde(default)]
+    pub mcp: Option<String>,
 }
 
 fn default_method() -> String {
@@ -646,6 +650,8 @@ pub struct Kind {
     pub body: Vec<Part>,
     pub vars: Vec<(String, Vec<String>)>,
     pub weight: u32,
+    /// An MCP tool call (the tool's name): `uri` is the endpoint, the body its arguments.
+    pub tool: Option<String>,
 }
 
 impl Kind {
@@ -1082,7 +1088,11 @@ pub fn resolve(
             body,
             vars,
             weight: k.weight,
+            tool: k.mcp.clone(),
         });
+        if let Some(tool) = &k.mcp {
+            mcp_kind_check(&kinds[kinds.len() - 1], tool, span.clone(), &at)?;
+        }
     }
     let lookup = |names: &[Spanned<String>],
                   kind_index: &BTreeMap<String, usize>|
@@ -1181,6 +1191,7 @@ pub fn resolve(
                         body: vec![],
                         vars: vec![],
                         weight: 0,
+                        tool: None,
                     });
                     kinds.len() - 1
                 }
@@ -1367,6 +1378,38 @@ pub fn resolve(
         gauges,
         secret_values: values.into_values().collect(),
     })
+}
+
+/// An MCP kind names a tool, and its body (every first variant, `${id}` as 0) is a JSON object.
+fn mcp_kind_check(
+    k: &Kind,
+    tool: &str,
+    span: Range<usize>,
+    at: &impl Fn(Range<usize>, String, &str) -> PlanError,
+) -> Result<(), PlanError> {
+    if tool.trim().is_empty() {
+        return Err(at(
+            span,
+            format!("kinds.{}: mcp needs a tool name", k.name),
+            "write mcp = \"search\" (see `witness mcp tools`)",
+        ));
+    }
+    if k.body.is_empty() {
+        return Ok(());
+    }
+    let text = k.render(0, &mut |_| 0);
+    match serde_json::from_slice::<serde_json::Value>(&text) {
+        Ok(v) if v.is_object() => Ok(()),
+        _ => Err(at(
+            span,
+            format!(
+                "kinds.{}: an MCP kind's body is the tool's arguments and must be a JSON object; with the first variants it reads {:?}",
+                k.name,
+                String::from_utf8_lossy(&text)
+            ),
+            "write body = '{\"query\": \"${q}\"}' with vars.q = [...]",
+        )),
+    }
 }
 
 fn as_written(h: &BTreeMap<String, Spanned<String>>) -> BTreeMap<String, String> {
@@ -1583,6 +1626,23 @@ drain = true
         assert!(e.contains("from 1 to 10000000"), "{e}");
         let src = GOOD.replace("count = 2", "count = 9998");
         assert!(resolved(&src).is_ok());
+    }
+
+    #[test]
+    fn an_mcp_kind_names_its_tool_and_its_body_must_be_an_arguments_object() {
+        let src = GOOD.replace("weight = 3", "weight = 3\nmcp = \"search\"");
+        let p = resolved(&src).unwrap();
+        assert_eq!(p.kinds[1].tool.as_deref(), Some("search"));
+        assert_eq!(p.kinds[0].tool, None);
+        let src = GOOD
+            .replace("weight = 3", "weight = 3\nmcp = \"search\"")
+            .replace(
+                r#"body = '{"inputs": ${inputs}, "n": ${id}}'"#,
+                "body = '[${id}]'",
+            );
+        let e = resolved(&src).unwrap_err();
+        assert!(e.message.contains("must be a JSON object"), "{e}");
+        assert!(e.message.contains("kinds.embed"), "{e}");
     }
 
     #[test]

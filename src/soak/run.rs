@@ -12,7 +12,7 @@
 //! is in effect, the server being down, restarted or unhealthy is expected, not a violation, until it
 //! is seen back (a `recovered` fault event) or `fault_grace` runs out.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,6 +28,7 @@ use super::plan::{Check, CountRange, DurRange, Expect, Phase, SoakPlan, Source};
 use crate::journal::{latency_s, secs, Event, Identity, Journal, RunClock};
 use crate::load::client::{self, HttpClient, RequestSpec};
 use crate::load::health::Prober;
+use crate::load::mcp::{McpTarget, Session, ToolCall};
 use crate::report::bytes;
 use crate::sample::gauge::{first_line, value_at, Reader};
 use crate::sample::PidSource;
@@ -200,7 +201,13 @@ struct Shared {
     ids: AtomicU64,
     in_flight: AtomicU64,
     live: Mutex<Live>,
+    /// MCP kinds: one session per worker and kind, opened at its first call (handshake journalled
+    /// apart), reused after.
+    mcp: tokio::sync::Mutex<HashMap<(u32, usize), SharedSession>>,
 }
+
+/// One worker's MCP session for one kind.
+type SharedSession = Arc<tokio::sync::Mutex<Session>>;
 
 impl Shared {
     async fn send(&self, kind: usize, worker: u32, sched: &Schedule, rng: &mut StdRng) {
@@ -214,7 +221,10 @@ impl Shared {
             body: k.render(id, &mut |n| rng.gen_range(0..n)),
         };
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        let s = client::send(&self.http, &spec, self.plan.limits, &self.plan.rejection).await;
+        let s = match &k.tool {
+            None => client::send(&self.http, &spec, self.plan.limits, &self.plan.rejection).await,
+            Some(tool) => self.call_tool(kind, worker, tool, &spec).await,
+        };
         let start_s = self.clock.at(s.start);
         let duration_s = s.end.duration_since(s.start).as_secs_f64();
         {
@@ -247,6 +257,64 @@ impl Shared {
             },
         );
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// An MCP kind: the rendered body is the tool's arguments (checked to be an object when the plan
+    /// was read; a variant that is not JSON is witness's own failure, never the server's).
+    async fn call_tool(
+        &self,
+        kind: usize,
+        worker: u32,
+        tool: &str,
+        spec: &RequestSpec,
+    ) -> client::Sent {
+        let arguments = if spec.body.is_empty() {
+            Ok(serde_json::json!({}))
+        } else {
+            serde_json::from_slice::<serde_json::Value>(&spec.body)
+        };
+        let arguments = match arguments {
+            Ok(a) => a,
+            Err(e) => {
+                let now = std::time::Instant::now();
+                return client::Sent {
+                    start: now,
+                    end: now,
+                    outcome: crate::journal::Outcome::Error {
+                        error: crate::journal::ErrorKind::Local,
+                        status: None,
+                    },
+                    status: None,
+                    detail: Some(format!("the plan's arguments are not JSON: {e}")),
+                    body_bytes: None,
+                    body_cut: false,
+                };
+            }
+        };
+        let call = ToolCall {
+            tool: tool.to_string(),
+            arguments,
+            limits: self.plan.limits,
+            rejection: self.plan.rejection.clone(),
+            modern: None,
+            headers: spec.headers.clone(),
+        };
+        let session = {
+            let mut m = self.mcp.lock().await;
+            match m.get(&(worker, kind)) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = McpTarget::Http(spec.uri.clone())
+                        .open(worker, &call, Some(&self.journal))
+                        .await;
+                    let s = Arc::new(tokio::sync::Mutex::new(s));
+                    m.insert((worker, kind), s.clone());
+                    s
+                }
+            }
+        };
+        let mut s = session.lock().await;
+        s.call_tool(&call).await
     }
 
     /// Sleeps until the schedule says; false when that is past the end of the workload.
@@ -513,6 +581,7 @@ impl Soak<'_> {
             ids: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             live: Mutex::new(Live::default()),
+            mcp: Default::default(),
         });
         let reader = Reader::new(plan.check_timeout);
         let faults = Arc::new(Mutex::new(Faults::default()));

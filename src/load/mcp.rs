@@ -1,0 +1,1080 @@
+//! MCP as an exchange protocol: a tool call over stdio (the server witness started, its pipes) or
+//! streamable HTTP, turned into exactly one [`Outcome`] and one duration, like a plain HTTP request.
+//!
+//! The wire client is witness's own, not the SDK's: a load generator needs its own request ids
+//! (unique per run, so concurrent calls can never take each other's answers), its own limit per call
+//! (and a `notifications/cancelled` when it fires), the exact instants of each exchange, and one
+//! session per worker opened once and timed apart. The official SDK (`rmcp`) gives the protocol's
+//! types: the version to ask for, tool results, error objects and tool listings are read with them.
+//!
+//! Outcomes: a result → ok; `isError: true` → error `tool_error` (start of the text in the detail);
+//! a JSON-RPC error → error `rpc` (code and message); no answer within the limit → timeout; the pipe
+//! or stream closed → error `closed`; HTTP 429/503, or the refusal marker in an error's text →
+//! rejected.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Uri;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+use super::client::{Limits, Sent};
+use super::outcome::{classify_response, Rejection};
+use crate::journal::{ErrorKind, Event, Journal, Outcome, Probe, TimeoutPhase};
+use crate::server::process::StdioPipes;
+
+/// How much of a tool's or error's text goes into a failure's detail.
+const DETAIL: usize = 200;
+/// A protocol line longer than this (stdio) closes the connection instead of growing without bound.
+const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// What every worker calls, validated.
+#[derive(Clone, Debug)]
+pub struct ToolCall {
+    pub tool: String,
+    pub arguments: Value,
+    pub limits: Limits,
+    pub rejection: Rejection,
+    /// `--mcp-protocol`: a 2026-era revision (2026-07-28) spoken without `initialize` or protocol
+    /// sessions: `server/discover` to open, the envelope in every request's `_meta`. None: the
+    /// `initialize` handshake, at the newest revision that has one (the server may negotiate down).
+    pub modern: Option<String>,
+    /// Extra headers on every streamable HTTP request (`--header`, a soak kind's headers: an
+    /// `Authorization` the server wants). Never journalled.
+    pub headers: hyper::HeaderMap,
+}
+
+/// `--mcp-protocol`: None for the `initialize` revisions, the version for the sessionless one.
+pub fn revision(flag: Option<&str>) -> Result<Option<String>, String> {
+    const SESSIONLESS: &str = "2026-07-28";
+    let initialize = rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE.to_string();
+    match flag {
+        None => Ok(None),
+        Some(v) if v == SESSIONLESS => Ok(Some(v.to_string())),
+        Some(v) if v == initialize => Ok(None),
+        Some(v) => Err(format!(
+            "--mcp-protocol {v:?} is not a revision witness speaks: give {initialize} (initialize, sessions when the server keeps them) or {SESSIONLESS} (no initialize, no sessions)"
+        )),
+    }
+}
+
+/// The request envelope of the sessionless revisions (SEP-2575): who we are on every request.
+fn stamp(mut params: Value, modern: Option<&str>) -> Value {
+    let Some(v) = modern else { return params };
+    if !params.is_object() {
+        params = json!({});
+    }
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": v,
+        "io.modelcontextprotocol/clientInfo": {"name": "witness", "version": env!("CARGO_PKG_VERSION")},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    params
+}
+
+/// Request ids unique in the whole run (every session, every worker).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Why an exchange produced no JSON-RPC answer.
+#[derive(Debug)]
+enum Fail {
+    /// witness's own limit fired.
+    Timeout,
+    /// The pipe or stream closed before the answer.
+    Closed(String),
+    /// Not the server's answer: an HTTP status outside 2xx, already classified.
+    Http(Outcome, u16, String),
+    /// Could not connect, or the server sent something that is not MCP.
+    Other(ErrorKind, String),
+}
+
+/// One JSON-RPC exchange: when it went, when it ended, and the answer (the whole message).
+struct Exchange {
+    start: Instant,
+    end: Instant,
+    reply: Result<Value, Fail>,
+}
+
+// ---- outcomes (pure) -----------------------------------------------------------------------------
+
+fn clip(s: &str) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(DETAIL) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn names_marker(text: &str, rej: &Rejection) -> bool {
+    rej.body_marker
+        .as_deref()
+        .is_some_and(|m| !m.is_empty() && text.contains(m))
+}
+
+/// A `tools/call` answer (the whole JSON-RPC message) as one outcome and its detail.
+pub fn classify_reply(msg: &Value, rej: &Rejection) -> (Outcome, Option<String>) {
+    if let Some(err) = msg.get("error") {
+        let e: Result<rmcp::ErrorData, _> = serde_json::from_value(err.clone());
+        let (code, message) = match e {
+            Ok(e) => (e.code.0, e.message.to_string()),
+            Err(_) => (0, err.to_string()),
+        };
+        if names_marker(&message, rej) {
+            return (
+                Outcome::Rejected {
+                    status: None,
+                    reason: format!(
+                        "JSON-RPC error names {}",
+                        rej.body_marker.as_deref().unwrap_or("")
+                    ),
+                },
+                Some(format!("JSON-RPC error {code}: {}", clip(&message))),
+            );
+        }
+        return (
+            Outcome::Error {
+                error: ErrorKind::Rpc,
+                status: None,
+            },
+            Some(format!("JSON-RPC error {code}: {}", clip(&message))),
+        );
+    }
+    let Some(result) = msg.get("result") else {
+        return (
+            Outcome::Error {
+                error: ErrorKind::Protocol,
+                status: None,
+            },
+            Some(format!(
+                "an answer with neither result nor error: {}",
+                clip(&msg.to_string())
+            )),
+        );
+    };
+    let parsed: Result<rmcp::model::CallToolResult, _> = serde_json::from_value(result.clone());
+    let (is_error, text) = match parsed {
+        Ok(r) => (
+            r.is_error == Some(true),
+            r.content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        // Not a CallToolResult as the SDK reads it: look for the flag itself.
+        Err(_) => (
+            result.get("isError").and_then(Value::as_bool) == Some(true),
+            result.to_string(),
+        ),
+    };
+    if !is_error {
+        return (Outcome::Ok, None);
+    }
+    if names_marker(&text, rej) {
+        return (
+            Outcome::Rejected {
+                status: None,
+                reason: format!(
+                    "tool error names {}",
+                    rej.body_marker.as_deref().unwrap_or("")
+                ),
+            },
+            Some(format!("tool error: {}", clip(&text))),
+        );
+    }
+    (
+        Outcome::Error {
+            error: ErrorKind::ToolError,
+            status: None,
+        },
+        Some(format!("tool error: {}", clip(&text))),
+    )
+}
+
+fn fail_outcome(f: Fail, limits: Limits) -> (Outcome, Option<u16>, Option<String>) {
+    match f {
+        Fail::Timeout => (
+            Outcome::Timeout {
+                phase: TimeoutPhase::Request,
+                limit_s: limits.whole.as_secs_f64(),
+            },
+            None,
+            Some("no answer within --timeout; witness sent notifications/cancelled".into()),
+        ),
+        Fail::Closed(why) => (
+            Outcome::Error {
+                error: ErrorKind::Closed,
+                status: None,
+            },
+            None,
+            Some(why),
+        ),
+        Fail::Http(o, status, why) => (o, Some(status), Some(why)),
+        Fail::Other(kind, why) => (
+            Outcome::Error {
+                error: kind,
+                status: None,
+            },
+            None,
+            Some(why),
+        ),
+    }
+}
+
+fn request(id: u64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// How a session opens: `initialize`, or `server/discover` for the sessionless revisions.
+fn handshake(modern: Option<&str>) -> (&'static str, Value) {
+    match modern {
+        Some(_) => ("server/discover", stamp(json!({}), modern)),
+        None => ("initialize", initialize_params()),
+    }
+}
+
+fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE,
+        "capabilities": {},
+        "clientInfo": {"name": "witness", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+// ---- stdio ---------------------------------------------------------------------------------------
+
+type Pending = std::sync::Mutex<HashMap<u64, oneshot::Sender<Value>>>;
+
+/// One connection to one server process over its pipes. Calls are multiplexed by id: level n is n
+/// calls outstanding on this one connection, as one agent with n calls in flight.
+pub struct StdioConn {
+    pid: u32,
+    stdin: Mutex<tokio::process::ChildStdin>,
+    pending: Arc<Pending>,
+    closed: Arc<AtomicBool>,
+}
+
+impl StdioConn {
+    fn start(p: StdioPipes) -> Arc<Self> {
+        let pending: Arc<Pending> = Arc::default();
+        let closed = Arc::new(AtomicBool::new(false));
+        let conn = Arc::new(Self {
+            pid: p.pid,
+            stdin: Mutex::new(p.stdin),
+            pending: pending.clone(),
+            closed: closed.clone(),
+        });
+        let weak = Arc::downgrade(&conn);
+        tokio::spawn(async move {
+            let mut r = BufReader::new(p.stdout);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match r.read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) if line.len() > MAX_LINE => break,
+                    Ok(_) => {}
+                }
+                let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
+                    continue; // not a protocol message (a stray print): not ours to answer
+                };
+                let is_answer = msg.get("result").is_some() || msg.get("error").is_some();
+                match (msg.get("id").and_then(Value::as_u64), is_answer) {
+                    (Some(id), true) => {
+                        let tx = pending.lock().ok().and_then(|mut p| p.remove(&id));
+                        if let Some(tx) = tx {
+                            let _ = tx.send(msg);
+                        }
+                    }
+                    // The server asks something of the client (a ping): answer it, so it never
+                    // waits on witness.
+                    _ if msg.get("method").is_some() && msg.get("id").is_some() => {
+                        let Some(conn) = weak.upgrade() else { break };
+                        let reply = if msg["method"] == "ping" {
+                            json!({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
+                        } else {
+                            json!({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "witness does not serve this method"}})
+                        };
+                        let _ = conn.write(&reply).await;
+                    }
+                    _ => {}
+                }
+            }
+            closed.store(true, Ordering::SeqCst);
+            // Every call still waiting learns the pipe closed.
+            if let Ok(mut p) = pending.lock() {
+                p.clear();
+            }
+        });
+        conn
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    async fn write(&self, msg: &Value) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let mut w = self.stdin.lock().await;
+        w.write_all(&line).await?;
+        w.flush().await
+    }
+
+    async fn notify(&self, method: &str, params: Value) {
+        let _ = self
+            .write(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
+    }
+
+    async fn exchange(&self, method: &str, params: Value, limit: Duration) -> Exchange {
+        let id = next_id();
+        let (tx, rx) = oneshot::channel();
+        let start = Instant::now();
+        if self.is_closed() {
+            return Exchange {
+                start,
+                end: Instant::now(),
+                reply: Err(Fail::Closed(self.closed_text())),
+            };
+        }
+        if let Ok(mut p) = self.pending.lock() {
+            p.insert(id, tx);
+        }
+        let sent = self.write(&request(id, method, params)).await;
+        let reply = match sent {
+            Err(e) => {
+                self.forget(id);
+                Err(Fail::Closed(format!(
+                    "writing to pid {}'s stdin failed: {e}",
+                    self.pid
+                )))
+            }
+            Ok(()) => match tokio::time::timeout(limit.saturating_sub(start.elapsed()), rx).await {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(_)) => Err(Fail::Closed(self.closed_text())),
+                Err(_) => {
+                    self.forget(id);
+                    Err(Fail::Timeout)
+                }
+            },
+        };
+        let end = Instant::now();
+        if matches!(reply, Err(Fail::Timeout)) {
+            self.notify("notifications/cancelled", cancel_params(id, limit))
+                .await;
+        }
+        Exchange { start, end, reply }
+    }
+
+    fn forget(&self, id: u64) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.remove(&id);
+        }
+    }
+
+    fn closed_text(&self) -> String {
+        format!(
+            "pid {}'s stdout closed before the answer (the server exited?)",
+            self.pid
+        )
+    }
+}
+
+fn cancel_params(id: u64, limit: Duration) -> Value {
+    json!({"requestId": id, "reason": format!("witness: no answer within --timeout {}", crate::journal::secs(limit.as_secs_f64()))})
+}
+
+/// The stdio server's connections over its lifetime: each spawn (a restart) hands over new pipes,
+/// and the next caller opens a new session on them.
+pub struct StdioLink {
+    pipes: Mutex<mpsc::UnboundedReceiver<StdioPipes>>,
+    current: Mutex<Option<Arc<StdioConn>>>,
+    journal: Journal,
+    modern: Option<String>,
+}
+
+impl StdioLink {
+    /// `modern`: the sessionless revision to speak (see [`ToolCall::modern`]).
+    pub fn new(
+        pipes: mpsc::UnboundedReceiver<StdioPipes>,
+        journal: Journal,
+        modern: Option<String>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            pipes: Mutex::new(pipes),
+            current: Mutex::new(None),
+            journal,
+            modern,
+        })
+    }
+
+    /// The live connection, opening a session on the newest pipes when the last one closed. Waits
+    /// up to `limit` for a process (one restarting gets its backoff).
+    async fn conn(&self, limit: Duration) -> Result<Arc<StdioConn>, Fail> {
+        let mut cur = self.current.lock().await;
+        if let Some(c) = cur.as_ref() {
+            if !c.is_closed() {
+                return Ok(c.clone());
+            }
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut rx = self.pipes.lock().await;
+        loop {
+            let p = match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(p)) => p,
+                Ok(None) => return Err(Fail::Closed("the server is gone for good".into())),
+                Err(_) => {
+                    return Err(Fail::Closed(format!(
+                        "no running server to talk to within {}",
+                        crate::journal::secs(limit.as_secs_f64())
+                    )))
+                }
+            };
+            // Older pipes whose process already died are skipped for the newest.
+            let conn = StdioConn::start(p);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let modern = self.modern.as_deref();
+            let (method, params) = handshake(modern);
+            let ex = conn
+                .exchange(method, params, left.max(Duration::from_millis(1)))
+                .await;
+            let ok = session_journal(&self.journal, 0, "stdio", &ex, false, modern);
+            if ok {
+                if modern.is_none() {
+                    conn.notify("notifications/initialized", json!({})).await;
+                }
+                *cur = Some(conn.clone());
+                return Ok(conn);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Fail::Closed(format!("the server did not answer {method}")));
+            }
+        }
+    }
+}
+
+/// Journals a session's handshake; true when it succeeded.
+fn session_journal(
+    journal: &Journal,
+    worker: u32,
+    transport: &str,
+    ex: &Exchange,
+    sid: bool,
+    modern: Option<&str>,
+) -> bool {
+    let clock = journal.clock();
+    let (ok, version, detail) = match &ex.reply {
+        Ok(v) if v.get("result").is_some() => (
+            true,
+            modern
+                .map(String::from)
+                .or_else(|| v["result"]["protocolVersion"].as_str().map(String::from)),
+            None,
+        ),
+        Ok(v) => (false, None, Some(clip(&v.to_string()))),
+        Err(f) => (false, None, Some(format!("{f:?}"))),
+    };
+    journal.emit_at(
+        clock.at(ex.end),
+        Event::McpSession {
+            worker,
+            transport: transport.into(),
+            protocol_version: version,
+            session: sid,
+            duration_s: ex.end.duration_since(ex.start).as_secs_f64(),
+            ok,
+            detail,
+        },
+    );
+    ok
+}
+
+// ---- streamable HTTP -----------------------------------------------------------------------------
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// One streamable HTTP session: its own connection, its `Mcp-Session-Id` (when the server keeps
+/// sessions) and the negotiated revision, sent as `MCP-Protocol-Version` on every later request.
+pub struct HttpSession {
+    client: HttpClient,
+    url: Uri,
+    session_id: Option<String>,
+    version: Option<String>,
+    limits: Limits,
+    rejection: Rejection,
+    /// The sessionless revision, when spoken: also the `MCP-Protocol-Version` from the start.
+    modern: Option<String>,
+    headers: hyper::HeaderMap,
+}
+
+impl HttpSession {
+    fn new(url: Uri, call: &ToolCall) -> Self {
+        let (limits, rejection, modern) =
+            (call.limits, call.rejection.clone(), call.modern.clone());
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(1)
+            .build(super::client::connector(limits.connect));
+        Self {
+            client,
+            url,
+            session_id: None,
+            version: modern.clone(),
+            limits,
+            rejection,
+            modern,
+            headers: call.headers.clone(),
+        }
+    }
+
+    fn post(&self, msg: &Value) -> Result<hyper::Request<Full<Bytes>>, Fail> {
+        let mut b = hyper::Request::post(self.url.clone())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        // The sessionless revisions route by headers that must match the body.
+        if self.modern.is_some() {
+            if let Some(m) = msg["method"].as_str() {
+                b = b.header("mcp-method", m);
+            }
+            if let Some(n) = msg["params"]["name"].as_str().filter(|n| n.is_ascii()) {
+                b = b.header("mcp-name", n);
+            }
+        }
+        if let Some(s) = &self.session_id {
+            b = b.header("mcp-session-id", s);
+        }
+        if let Some(v) = &self.version {
+            b = b.header("mcp-protocol-version", v);
+        }
+        if let Some(h) = b.headers_mut() {
+            for (k, v) in &self.headers {
+                h.append(k, v.clone());
+            }
+        }
+        let body = serde_json::to_vec(msg).unwrap_or_default();
+        b.body(Full::new(Bytes::from(body))).map_err(|e| {
+            Fail::Other(
+                ErrorKind::Local,
+                format!("could not build the request: {e}"),
+            )
+        })
+    }
+
+    async fn notify(&self, method: &str, params: Value) {
+        let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        if let Ok(req) = self.post(&msg) {
+            let work = async {
+                if let Ok(resp) = self.client.request(req).await {
+                    let _ = resp.into_body().collect().await;
+                }
+            };
+            let _ =
+                tokio::time::timeout(self.limits.connect.max(Duration::from_secs(1)), work).await;
+        }
+    }
+
+    async fn exchange(&mut self, method: &str, params: Value, limit: Duration) -> Exchange {
+        let id = next_id();
+        let start = Instant::now();
+        let params = stamp(params, self.modern.as_deref());
+        let req = match self.post(&request(id, method, params)) {
+            Ok(r) => r,
+            Err(f) => {
+                return Exchange {
+                    start,
+                    end: Instant::now(),
+                    reply: Err(f),
+                }
+            }
+        };
+        let res = tokio::time::timeout(limit, self.answer(req, id)).await;
+        let end = Instant::now();
+        let reply = match res {
+            Err(_) => Err(Fail::Timeout),
+            Ok(Ok((v, sid))) => {
+                if method == "initialize" && self.modern.is_none() {
+                    self.session_id = sid;
+                    self.version = v["result"]["protocolVersion"].as_str().map(String::from);
+                }
+                Ok(v)
+            }
+            Ok(Err(f)) => Err(f),
+        };
+        if matches!(reply, Err(Fail::Timeout)) {
+            self.notify("notifications/cancelled", cancel_params(id, limit))
+                .await;
+        }
+        Exchange { start, end, reply }
+    }
+
+    /// Sends the request and reads the response (JSON, or an SSE stream read up to the answer for
+    /// this id; other messages on the stream are not this call's).
+    async fn answer(
+        &self,
+        req: hyper::Request<Full<Bytes>>,
+        id: u64,
+    ) -> Result<(Value, Option<String>), Fail> {
+        let resp = self.client.request(req).await.map_err(|e| {
+            let text = format!(
+                "{e}: {}",
+                std::error::Error::source(&e)
+                    .map(|s| s.to_string())
+                    .unwrap_or_default()
+            );
+            if e.is_connect() {
+                Fail::Other(ErrorKind::Connect, text)
+            } else {
+                Fail::Closed(text)
+            }
+        })?;
+        let status = resp.status().as_u16();
+        let sid = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        let mut body = resp.into_body();
+        if !(200..300).contains(&status) {
+            let bytes = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let o = classify_response(status, &bytes, &self.rejection);
+            let o = if o.is_ok() {
+                Outcome::Error {
+                    error: ErrorKind::Protocol,
+                    status: Some(status),
+                }
+            } else {
+                o
+            };
+            return Err(Fail::Http(
+                o,
+                status,
+                format!("HTTP {status}: {}", clip(&String::from_utf8_lossy(&bytes))),
+            ));
+        }
+        if !sse {
+            let bytes = body
+                .collect()
+                .await
+                .map_err(|e| Fail::Closed(format!("the response body failed: {e}")))?
+                .to_bytes();
+            let v: Value = serde_json::from_slice(&bytes).map_err(|_| {
+                Fail::Other(
+                    ErrorKind::Protocol,
+                    format!(
+                        "HTTP {status} with a body that is not JSON-RPC: {}",
+                        clip(&String::from_utf8_lossy(&bytes))
+                    ),
+                )
+            })?;
+            return find_answer(v, id).map(|v| (v, sid)).ok_or_else(|| {
+                Fail::Other(
+                    ErrorKind::Protocol,
+                    "the response held no answer for this request's id".into(),
+                )
+            });
+        }
+        let mut sse_buf = SseBuffer::default();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| Fail::Closed(format!("the event stream failed: {e}")))?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            for msg in sse_buf.push(&data) {
+                if let Some(v) = find_answer(msg, id) {
+                    return Ok((v, sid));
+                }
+            }
+        }
+        Err(Fail::Closed(
+            "the event stream ended before the answer for this request's id".into(),
+        ))
+    }
+}
+
+/// The answer to `id` in a message or a batch.
+fn find_answer(v: Value, id: u64) -> Option<Value> {
+    match v {
+        Value::Array(items) => items.into_iter().find_map(|m| find_answer(m, id)),
+        m if m.get("id").and_then(Value::as_u64) == Some(id)
+            && (m.get("result").is_some() || m.get("error").is_some()) =>
+        {
+            Some(m)
+        }
+        _ => None,
+    }
+}
+
+/// Server-sent events, split as they arrive: each event's `data:` lines joined, parsed as JSON.
+#[derive(Default)]
+struct SseBuffer {
+    buf: Vec<u8>,
+}
+
+impl SseBuffer {
+    fn push(&mut self, chunk: &[u8]) -> Vec<Value> {
+        self.buf.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        loop {
+            let text = &self.buf;
+            let end = find_blank(text);
+            let Some((at, len)) = end else { break };
+            let event: Vec<u8> = self.buf.drain(..at + len).collect();
+            let event = String::from_utf8_lossy(&event[..at]);
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if data.is_empty() {
+                continue;
+            }
+            if let Ok(v) = serde_json::from_str(&data.join("\n")) {
+                out.push(v);
+            }
+        }
+        out
+    }
+}
+
+/// Where an event ends: the first blank line (`\n\n` or `\r\n\r\n`), and its length.
+fn find_blank(b: &[u8]) -> Option<(usize, usize)> {
+    let lf = b.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = b.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(c)) => Some(if a.0 <= c.0 { a } else { c }),
+        (a, c) => a.or(c),
+    }
+}
+
+// ---- sessions, whatever the transport ------------------------------------------------------------
+
+/// Where the MCP server is.
+#[derive(Clone)]
+pub enum McpTarget {
+    Stdio(Arc<StdioLink>),
+    Http(Uri),
+}
+
+impl std::fmt::Debug for McpTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpTarget::Stdio(_) => f.write_str("Stdio"),
+            McpTarget::Http(u) => write!(f, "Http({u})"),
+        }
+    }
+}
+
+impl McpTarget {
+    pub fn transport(&self) -> &'static str {
+        match self {
+            McpTarget::Stdio(_) => "stdio",
+            McpTarget::Http(_) => "http",
+        }
+    }
+
+    /// A worker's session, opened once (the handshake journalled apart). Over stdio every worker
+    /// shares the process's one connection; over HTTP each worker is its own client.
+    /// `journal`: where the handshake goes (none for the health pinger's own session, which
+    /// retries while a server starts).
+    pub async fn open(&self, worker: u32, call: &ToolCall, journal: Option<&Journal>) -> Session {
+        match self {
+            McpTarget::Stdio(link) => Session::Stdio(link.clone()),
+            McpTarget::Http(url) => {
+                let modern = call.modern.as_deref();
+                let mut s = HttpSession::new(url.clone(), call);
+                let (method, params) = handshake(modern);
+                // The handshake's envelope is stamped by the session itself.
+                let params = if modern.is_some() { json!({}) } else { params };
+                let ex = s.exchange(method, params, call.limits.whole).await;
+                let ok = match journal {
+                    Some(j) => {
+                        session_journal(j, worker, "http", &ex, s.session_id.is_some(), modern)
+                    }
+                    None => matches!(&ex.reply, Ok(v) if v.get("result").is_some()),
+                };
+                if ok && modern.is_none() {
+                    s.notify("notifications/initialized", json!({})).await;
+                }
+                Session::Http(Box::new(s))
+            }
+        }
+    }
+}
+
+/// One client's session.
+pub enum Session {
+    Stdio(Arc<StdioLink>),
+    Http(Box<HttpSession>),
+}
+
+impl Session {
+    async fn exchange(&mut self, method: &str, params: Value, limit: Duration) -> Exchange {
+        match self {
+            Session::Stdio(link) => {
+                let start = Instant::now();
+                match link.conn(limit).await {
+                    Ok(c) => {
+                        let params = stamp(params, link.modern.as_deref());
+                        let left = limit.saturating_sub(start.elapsed());
+                        let mut ex = c
+                            .exchange(method, params, left.max(Duration::from_millis(1)))
+                            .await;
+                        // Waiting for a restarted process counts against the call.
+                        ex.start = start;
+                        ex
+                    }
+                    Err(f) => Exchange {
+                        start,
+                        end: Instant::now(),
+                        reply: Err(f),
+                    },
+                }
+            }
+            Session::Http(s) => s.exchange(method, params, limit).await,
+        }
+    }
+
+    /// One `tools/call`, as one outcome and one duration.
+    pub async fn call_tool(&mut self, call: &ToolCall) -> Sent {
+        let params = json!({"name": call.tool, "arguments": call.arguments});
+        let ex = self.exchange("tools/call", params, call.limits.whole).await;
+        let (outcome, status, detail) = match ex.reply {
+            Ok(v) => {
+                let (o, d) = classify_reply(&v, &call.rejection);
+                (o, None, d)
+            }
+            Err(f) => fail_outcome(f, call.limits),
+        };
+        Sent {
+            start: ex.start,
+            end: ex.end,
+            outcome,
+            status,
+            detail,
+            body_bytes: None,
+            body_cut: false,
+        }
+    }
+
+    /// MCP's `ping` as a health probe: an answer is reported as 200, anything else by its name.
+    /// The sessionless revision has no `ping`: `server/discover` is its cheap question.
+    pub async fn ping(&mut self, limit: Duration) -> Probe {
+        let modern = match self {
+            Session::Stdio(link) => link.modern.is_some(),
+            Session::Http(s) => s.modern.is_some(),
+        };
+        let method = if modern { "server/discover" } else { "ping" };
+        let ex = self.exchange(method, json!({}), limit).await;
+        let duration_s = ex.end.duration_since(ex.start).as_secs_f64();
+        let (status, error) = match ex.reply {
+            Ok(v) if v.get("result").is_some() => (Some(200), None),
+            Ok(_) => (None, Some("PingError".to_string())),
+            Err(Fail::Timeout) => (None, Some("TimeoutError".to_string())),
+            Err(Fail::Closed(_)) => (None, Some("Closed".to_string())),
+            Err(Fail::Http(_, s, _)) => (Some(s), None),
+            Err(Fail::Other(ErrorKind::Connect, _)) => (None, Some("ConnectError".to_string())),
+            Err(Fail::Other(..)) => (None, Some("ProtocolError".to_string())),
+        };
+        Probe {
+            status,
+            error,
+            duration_s,
+        }
+    }
+
+    /// `tools/list`, every page.
+    pub async fn list_tools(&mut self, limit: Duration) -> anyhow::Result<Vec<Value>> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let ex = self.exchange("tools/list", params, limit).await;
+            let v = match ex.reply {
+                Ok(v) => v,
+                Err(f) => anyhow::bail!(
+                    "tools/list failed: {}",
+                    fail_outcome(
+                        f,
+                        Limits {
+                            connect: limit,
+                            whole: limit,
+                            max_body: crate::load::client::DEFAULT_MAX_BODY,
+                        }
+                    )
+                    .2
+                    .unwrap_or_default()
+                ),
+            };
+            if let Some(e) = v.get("error") {
+                anyhow::bail!("tools/list answered a JSON-RPC error: {e}");
+            }
+            let page: rmcp::model::ListToolsResult = serde_json::from_value(v["result"].clone())
+                .map_err(|e| {
+                    anyhow::anyhow!("tools/list answered something that is not a tool list: {e}")
+                })?;
+            tools.extend(
+                page.tools
+                    .iter()
+                    .map(|t| serde_json::to_value(t).unwrap_or_default()),
+            );
+            match page.next_cursor {
+                Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+                _ => return Ok(tools),
+            }
+        }
+    }
+}
+
+/// Health by MCP `ping`: over the stdio connection (it shares the pipe with the calls), or over its
+/// own HTTP session (never one of the load's).
+pub struct Pinger {
+    session: Mutex<Option<Session>>,
+    target: McpTarget,
+    call: ToolCall,
+    limit: Duration,
+}
+
+impl Pinger {
+    pub fn new(target: McpTarget, call: ToolCall, limit: Duration) -> Self {
+        Self {
+            session: Mutex::new(None),
+            target,
+            call,
+            limit,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match &self.target {
+            McpTarget::Stdio(_) => "mcp ping (stdio)".into(),
+            McpTarget::Http(u) => format!("mcp ping {u}"),
+        }
+    }
+
+    pub async fn probe(&self) -> Probe {
+        let mut s = self.session.lock().await;
+        if s.is_none() {
+            let mut call = self.call.clone();
+            call.limits.whole = self.limit;
+            *s = Some(self.target.open(u32::MAX, &call, None).await);
+        }
+        let p = match s.as_mut() {
+            Some(sess) => sess.ping(self.limit).await,
+            None => unreachable!(),
+        };
+        // An HTTP session that failed is opened afresh next time (the server may have restarted).
+        if !p.healthy() && matches!(self.target, McpTarget::Http(_)) {
+            *s = None;
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rej() -> Rejection {
+        Rejection::default()
+    }
+
+    #[test]
+    fn a_result_is_ok_and_is_error_is_a_tool_error_with_its_text() {
+        let ok =
+            json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"fine"}]}});
+        assert_eq!(classify_reply(&ok, &rej()).0, Outcome::Ok);
+        let bad = json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"backend down"}],"isError":true}});
+        let (o, d) = classify_reply(&bad, &rej());
+        assert_eq!(
+            o,
+            Outcome::Error {
+                error: ErrorKind::ToolError,
+                status: None
+            }
+        );
+        assert_eq!(d.as_deref(), Some("tool error: backend down"));
+    }
+
+    #[test]
+    fn a_json_rpc_error_is_rpc_with_code_and_message_and_the_marker_is_rejected() {
+        let e =
+            json!({"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}});
+        let (o, d) = classify_reply(&e, &rej());
+        assert_eq!(
+            o,
+            Outcome::Error {
+                error: ErrorKind::Rpc,
+                status: None
+            }
+        );
+        assert_eq!(
+            d.as_deref(),
+            Some("JSON-RPC error -32601: Method not found")
+        );
+        let q = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"QUEUE_FULL: 9 in flight"}});
+        assert_eq!(classify_reply(&q, &rej()).0.label(), "rejected");
+    }
+
+    #[test]
+    fn sse_events_split_across_chunks_are_read_whole_and_the_answer_found_by_id() {
+        let mut b = SseBuffer::default();
+        assert!(b
+            .push(b"event: message\ndata: {\"jsonrpc\":\"2.0\",")
+            .is_empty());
+        let got = b.push(b"\"id\":7,\"result\":{}}\n\ndata: {\"id\":8,\"result\":{}}\r\n\r\n");
+        assert_eq!(got.len(), 2);
+        assert!(find_answer(got[0].clone(), 7).is_some());
+        assert!(find_answer(got[1].clone(), 7).is_none());
+        let batch =
+            json!([{"id": 3, "result": {}}, {"id": 4, "error": {"code": 1, "message": "x"}}]);
+        assert_eq!(find_answer(batch, 4).unwrap()["id"], 4);
+    }
+
+    #[test]
+    fn the_sessionless_revision_stamps_every_request_and_others_are_named() {
+        assert_eq!(revision(None), Ok(None));
+        assert_eq!(revision(Some("2025-11-25")), Ok(None));
+        assert_eq!(revision(Some("2026-07-28")), Ok(Some("2026-07-28".into())));
+        assert!(revision(Some("2027-01-01"))
+            .unwrap_err()
+            .contains("2026-07-28"));
+        let p = stamp(json!({"name": "search"}), Some("2026-07-28"));
+        assert_eq!(p["name"], "search");
+        assert_eq!(
+            p["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        assert_eq!(stamp(json!({}), None), json!({}));
+    }
+
+    #[test]
+    fn ids_are_unique() {
+        let a = next_id();
+        let b = next_id();
+        assert_ne!(a, b);
+    }
+}

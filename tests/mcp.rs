@@ -1,0 +1,584 @@
+//! `witness load --mcp` and `witness mcp tools` against real MCP servers: the example server built
+//! with the official Rust SDK (examples/mcp_server.rs) over stdio and streamable HTTP, and the
+//! official Python SDK's server (examples/mcp_py_server.py, PyPI `mcp`) with and without sessions.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+fn mcp_server() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mcp_server"))
+}
+
+/// `witness load --mcp TOOL ARGS --report R --journal J -- SERVER…`, bounded.
+fn load_mcp(args: &[&str], server: &[&str], dir: &Path) -> std::process::Output {
+    run_bounded(
+        Command::new(witness())
+            .arg("load")
+            .args(args)
+            .arg("--report")
+            .arg(dir.join("r.json"))
+            .arg("--journal")
+            .arg(dir.join("j.jsonl"))
+            .arg("--")
+            .args(server),
+        Duration::from_secs(120),
+    )
+}
+
+fn levels(report: &serde_json::Value) -> &Vec<serde_json::Value> {
+    report["levels"].as_array().expect("levels")
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The official Python SDK, or (outside CI) a reason to skip. Under CI=true a missing SDK fails.
+fn python_mcp() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import mcp.server.mcpserver"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the Python MCP SDK is missing (pip install mcp): .ci/run installs it"
+        );
+        eprintln!("skipped: the Python MCP SDK is not installed (pip install mcp)");
+    }
+    ok
+}
+
+#[test]
+fn stdio_the_seed_table_watchdog_kills_the_server_and_the_failed_calls_are_tied_to_it() {
+    let dir = tempdir("mcp-seed");
+    let lock = "1s";
+    let out = load_mcp(
+        &[
+            "--mcp",
+            "search",
+            "--args",
+            r#"{"query":"egress"}"#,
+            "--settle",
+            "1s",
+            "--restart",
+            "always",
+            "--backoff",
+            "100ms",
+        ],
+        &[
+            mcp_server().to_str().unwrap(),
+            "--lock",
+            lock,
+            "--watchdog",
+            "6s",
+        ],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    let lv = levels(&report);
+    assert_eq!(lv.len(), 3);
+    assert_eq!(lv[0]["verdict"], "pass", "{:#}", lv[0]);
+    assert_eq!(lv[0]["restarted"], false);
+    for l in &lv[1..] {
+        assert_eq!(l["verdict"], "fail", "{l:#}");
+        assert_eq!(l["restarted"], true, "{l:#}");
+        assert_eq!(l["health_after"], 200, "ping answers: only restarted tells");
+    }
+    let lifecycle = report["lifecycle"].as_array().unwrap();
+    assert!(lifecycle
+        .iter()
+        .any(|e| e["kind"] == "exit" && e["code"] == 124 && e["requested"] == false));
+    assert!(lifecycle.iter().any(|e| e["kind"] == "log"
+        && e["label"] == "watchdog"
+        && e["line"]
+            .as_str()
+            .unwrap()
+            .contains("force-exiting after 6s (exit 124)")));
+    // Level 8 outlives the watchdog: its calls die with the pipe, tied to the exit.
+    let l8 = &lv[2];
+    assert!(l8["counts"]["error"].as_u64().unwrap() > 0, "{l8:#}");
+    let f = &l8["failures"][0];
+    assert_eq!(f["outcome"], "error: connection closed", "{f:#}");
+    assert!(
+        f["annotation"]
+            .as_str()
+            .unwrap()
+            .contains("exited with 124 (after log line '[oi] process watchdog"),
+        "{f:#}"
+    );
+    let s = report["suspicions"].as_array().unwrap();
+    assert!(
+        s.iter()
+            .any(|s| s["subject"] == "process_exit" && s["timer_s"] == 6.0),
+        "{s:#?}"
+    );
+    assert!(
+        stderr(&out).contains("a timer armed at process start?"),
+        "{}",
+        stderr(&out)
+    );
+    // The handshake is journalled apart, never as a call.
+    let j = journal_lines(&dir.join("j.jsonl"));
+    assert!(j
+        .iter()
+        .any(|e| e["kind"] == "mcp_session" && e["transport"] == "stdio" && e["ok"] == true));
+    let settings = j.iter().find(|e| e["kind"] == "settings").unwrap();
+    assert_eq!(settings["load"]["mcp"]["tool"], "search");
+}
+
+#[test]
+fn stdio_a_healthy_lock_passes_every_level_and_the_max_grows_as_a_line() {
+    let dir = tempdir("mcp-line");
+    let html = dir.join("t.html");
+    let out = load_mcp(
+        &[
+            "--mcp",
+            "search",
+            "--settle",
+            "100ms",
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        &[mcp_server().to_str().unwrap(), "--lock", "300ms"],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    assert_eq!(report["verdict"], "pass");
+    for l in levels(&report) {
+        assert_eq!(l["verdict"], "pass", "{l:#}");
+        let n = l["concurrency"].as_f64().unwrap();
+        assert_eq!(l["counts"]["ok"].as_f64().unwrap(), n);
+        let max = l["latency"]["max"].as_f64().unwrap();
+        // n calls outstanding on one connection, serialised by the lock: the last waits for the
+        // n-1 before it.
+        assert!(
+            max > 0.3 * n * 0.9 && max < 0.3 * n * 1.5,
+            "n={n} max={max}"
+        );
+    }
+    // The HTML timeline shows the calls like requests, labelled by tool.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("tools/call search ok in"),
+        "a call's hover text"
+    );
+    assert!(
+        page.contains("8 tools/call search · 8 workers"),
+        "a lane's label"
+    );
+}
+
+#[test]
+fn outcomes_is_error_and_unknown_tool_are_errors_with_their_text() {
+    let dir = tempdir("mcp-fail");
+    let out = load_mcp(
+        &["--mcp", "fail", "--levels", "2", "--settle", "100ms"],
+        &[mcp_server().to_str().unwrap()],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    let l = &levels(&report)[0];
+    assert_eq!(l["counts"]["error"], 2, "{l:#}");
+    let f = &l["failures"][0];
+    assert_eq!(f["outcome"], "error: tool error");
+    assert!(
+        f["detail"]
+            .as_str()
+            .unwrap()
+            .contains("search backend unavailable"),
+        "{f:#}"
+    );
+    assert!(stderr(&out).contains("the server said: tool error: search backend unavailable"));
+
+    let dir = tempdir("mcp-nope");
+    let out = load_mcp(
+        &[
+            "--mcp",
+            "no_such_tool",
+            "--levels",
+            "1",
+            "--settle",
+            "100ms",
+        ],
+        &[mcp_server().to_str().unwrap()],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    let f = &levels(&report)[0]["failures"][0];
+    assert_eq!(f["outcome"], "error: JSON-RPC error", "{f:#}");
+    let d = f["detail"].as_str().unwrap();
+    assert!(d.contains("-32602") && d.contains("no_such_tool"), "{d}");
+}
+
+#[test]
+fn outcomes_a_call_that_never_answers_is_a_timeout_and_the_server_receives_the_cancel() {
+    let dir = tempdir("mcp-hang");
+    let out = load_mcp(
+        &[
+            "--mcp",
+            "hang",
+            "--levels",
+            "2",
+            "--timeout",
+            "1s",
+            "--settle",
+            "100ms",
+            "--watch",
+            "cancelled=cancelled request",
+        ],
+        &[mcp_server().to_str().unwrap()],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    let l = &levels(&report)[0];
+    assert_eq!(l["counts"]["timeout"], 2, "{l:#}");
+    assert_eq!(l["restarted"], false);
+    // Each timed-out id reached the server as notifications/cancelled (its own log line says so).
+    let j = journal_lines(&dir.join("j.jsonl"));
+    let cancels: Vec<_> = j
+        .iter()
+        .filter(|e| e["kind"] == "log" && e["label"] == "cancelled")
+        .collect();
+    assert_eq!(cancels.len(), 2, "{cancels:#?}");
+    assert!(cancels[0]["line"]
+        .as_str()
+        .unwrap()
+        .contains("no answer within --timeout"));
+}
+
+#[test]
+fn capacity_refusals_are_rejected_not_errors() {
+    let dir = tempdir("mcp-cap");
+    let out = load_mcp(
+        &[
+            "--mcp",
+            "sleep",
+            "--args",
+            r#"{"ms":300}"#,
+            "--levels",
+            "4",
+            "--settle",
+            "100ms",
+        ],
+        &[mcp_server().to_str().unwrap(), "--capacity", "2"],
+        &dir,
+    );
+    let report = json(&dir.join("r.json"));
+    let l = &levels(&report)[0];
+    assert_eq!(l["counts"]["ok"], 2, "{l:#} {}", stderr(&out));
+    assert_eq!(l["counts"]["rejected"], 2, "{l:#}");
+    assert_eq!(l["counts"]["error"], 0, "{l:#}");
+}
+
+/// Every ok call took at least the tool's own sleep: no call got another's (earlier) answer.
+fn assert_own_latencies(j: &[serde_json::Value], sleep_s: f64, expected_ok: usize) {
+    let ok: Vec<f64> = j
+        .iter()
+        .filter(|e| e["kind"] == "request" && e["outcome"]["kind"] == "ok")
+        .map(|e| e["duration_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(ok.len(), expected_ok);
+    assert!(ok.iter().all(|d| *d >= sleep_s), "{ok:?}");
+}
+
+/// `sessionless`: speak the 2026-07-28 revision (server/discover, the envelope, no sessions).
+fn http_python(stateless: bool, sessionless: bool) {
+    if !python_mcp() {
+        return;
+    }
+    let dir = tempdir(if stateless {
+        "py-stateless"
+    } else {
+        "py-sessions"
+    });
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let script = repo().join("examples/mcp_py_server.py");
+    let mut server = vec!["python3", script.to_str().unwrap(), "http", &port];
+    if stateless {
+        server.push("--stateless");
+    }
+    let mut args = vec![
+        "--mcp",
+        "sleep",
+        "--args",
+        r#"{"ms":500}"#,
+        "--url",
+        &url,
+        "--rounds",
+        "2",
+        "--settle",
+        "100ms",
+    ];
+    if sessionless {
+        args.extend(["--mcp-protocol", "2026-07-28"]);
+    }
+    let out = load_mcp(&args, &server, &dir);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let j = journal_lines(&dir.join("j.jsonl"));
+    assert_own_latencies(&j, 0.5, 2 * (1 + 4 + 8));
+    // One session per worker per level, each with its own Mcp-Session-Id when the server keeps them.
+    let sessions: Vec<_> = j
+        .iter()
+        .filter(|e| e["kind"] == "mcp_session" && e["ok"] == true)
+        .collect();
+    assert_eq!(sessions.len(), 1 + 4 + 8);
+    assert!(sessions
+        .iter()
+        .all(|s| s["session"] == !(stateless || sessionless)));
+    if sessionless {
+        assert!(sessions
+            .iter()
+            .all(|s| s["protocol_version"] == "2026-07-28"));
+    }
+    let report = json(&dir.join("r.json"));
+    for l in levels(&report) {
+        // The tool sleeps 0.5 s without a lock: concurrent calls overlap, so no level's max is
+        // anywhere near n × 0.5 s (that would be one call waiting on another's answer).
+        let n = l["concurrency"].as_f64().unwrap();
+        let max = l["latency"]["max"].as_f64().unwrap();
+        assert!(n == 1.0 || max < 0.5 * n * 0.8, "n={n} max={max}");
+    }
+}
+
+#[test]
+fn http_python_sdk_with_sessions_gives_each_call_its_own_latency() {
+    http_python(false, false);
+}
+
+#[test]
+fn http_python_sdk_2026_07_28_without_protocol_sessions_gives_each_call_its_own_latency() {
+    http_python(false, true);
+}
+
+#[test]
+fn http_python_sdk_stateless_gives_each_call_its_own_latency() {
+    http_python(true, false);
+}
+
+#[test]
+fn http_the_rust_example_server_timeout_sends_the_cancel_over_http() {
+    let dir = tempdir("mcp-http-hang");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let out = load_mcp(
+        &[
+            "--mcp",
+            "hang",
+            "--url",
+            &url,
+            "--levels",
+            "1",
+            "--timeout",
+            "1s",
+            "--settle",
+            "300ms",
+            "--watch",
+            "cancelled=cancelled request",
+        ],
+        &[mcp_server().to_str().unwrap(), "--http", &port],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    assert_eq!(levels(&report)[0]["counts"]["timeout"], 1);
+    let j = journal_lines(&dir.join("j.jsonl"));
+    assert!(
+        j.iter()
+            .any(|e| e["kind"] == "log" && e["label"] == "cancelled"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn tools(args: &[&str]) -> String {
+    let out = run_bounded(
+        Command::new(witness()).args(["mcp", "tools"]).args(args),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn mcp_tools_lists_the_example_servers_tools_over_both_transports() {
+    let server = mcp_server();
+    let stdio = tools(&["--", server.to_str().unwrap()]);
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let http = tools(&[
+        "--url",
+        &url,
+        "--",
+        server.to_str().unwrap(),
+        "--http",
+        &port,
+    ]);
+    for out in [&stdio, &http] {
+        for t in ["search", "sleep", "hang", "fail"] {
+            assert!(
+                out.lines().any(|l| l.starts_with(&format!("{t}  "))),
+                "{t} in {out}"
+            );
+        }
+        assert!(out.contains(r#"input: {"properties":{"ms":{"minimum":0,"type":"integer"}}"#));
+    }
+    assert_eq!(stdio, http);
+    // The sessionless revision: server/discover instead of initialize, over both transports.
+    let modern = tools(&[
+        "--mcp-protocol",
+        "2026-07-28",
+        "--",
+        server.to_str().unwrap(),
+    ]);
+    assert_eq!(modern, stdio);
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let modern_http = tools(&[
+        "--mcp-protocol",
+        "2026-07-28",
+        "--url",
+        &url,
+        "--",
+        server.to_str().unwrap(),
+        "--http",
+        &port,
+    ]);
+    assert_eq!(modern_http, stdio);
+}
+
+#[test]
+fn bad_mcp_input_is_a_usage_error_naming_the_fix() {
+    let out = run_bounded(
+        Command::new(witness()).args(["load", "--mcp", "search", "--args", "[1]", "--", "x"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--args must be a JSON object"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run_bounded(
+        Command::new(witness()).args(["load", "--mcp", "search"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("give its command after `--`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run_bounded(
+        Command::new(witness()).args(["mcp", "tools"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_short_soak_with_mcp_kinds_reports_per_tool_figures() {
+    let dir = tempdir("mcp-soak");
+    let port = free_port().to_string();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["soak", "--plan"])
+            .arg(repo().join("examples/plans/mcp.toml"))
+            .args(["--duration", "4s", "--gpu", "off"])
+            .args(["--base-url", &format!("http://127.0.0.1:{port}")])
+            .arg("--report")
+            .arg(dir.join("r.json"))
+            .arg("--journal")
+            .arg(dir.join("j.jsonl"))
+            .arg("--")
+            .arg(mcp_server())
+            .args(["--http", &port, "--lock", "50ms"]),
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    for kind in ["search", "nap"] {
+        let k = &report["kinds"][kind];
+        let ok = k["ok"].as_u64().unwrap_or(0);
+        assert!(ok > 0, "{kind}: {k:#}");
+        assert_eq!(k["requests"].as_u64().unwrap(), ok, "{kind}: {k:#}");
+        // Each call's latency is its own: search holds a 50 ms lock, so none answers faster.
+        if kind == "search" {
+            assert!(k["latency"]["min"].as_f64().unwrap() >= 0.05, "{k:#}");
+        }
+    }
+    let j = journal_lines(&dir.join("j.jsonl"));
+    let sessions = j
+        .iter()
+        .filter(|e| e["kind"] == "mcp_session" && e["ok"] == true && e["session"] == true)
+        .count();
+    assert!(
+        (2..=4).contains(&sessions),
+        "one per worker and kind: {sessions}"
+    );
+}
+
+#[test]
+fn a_soak_secret_header_reaches_the_mcp_server_and_nowhere_else() {
+    let dir = tempdir("mcp-secret");
+    let token = format!("mcp-tok-{}-{}", std::process::id(), free_port());
+    let plan = dir.join("plan.toml");
+    let src = std::fs::read_to_string(repo().join("examples/plans/mcp.toml"))
+        .unwrap()
+        .replace(
+            "[kinds.search]",
+            "[secrets.gw]\nsecret_env = \"WITNESS_MCP_TOKEN\"\n\n[kinds.search]\nheaders = { Authorization = \"Bearer ${secret.gw}\" }",
+        );
+    std::fs::write(&plan, src).unwrap();
+    let port = free_port().to_string();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["soak", "--plan"])
+            .arg(&plan)
+            .args(["--duration", "3s", "--gpu", "off"])
+            .args(["--base-url", &format!("http://127.0.0.1:{port}")])
+            .arg("--report")
+            .arg(dir.join("r.json"))
+            .arg("--journal")
+            .arg(dir.join("j.jsonl"))
+            .env("WITNESS_MCP_TOKEN", &token)
+            .arg("--")
+            .arg(mcp_server())
+            .args(["--http", &port, "--lock", "20ms"])
+            .args(["--require-secret-env", "WITNESS_MCP_TOKEN"]),
+        Duration::from_secs(90),
+    );
+    let report = json(&dir.join("r.json"));
+    // The server checks the bearer token: search calls (which carry it) succeed; `nap` carries none
+    // and is refused with 401, counted as errors.
+    let search = &report["kinds"]["search"];
+    assert!(search["ok"].as_u64().unwrap() > 0, "{search:#}");
+    assert_eq!(search["errors"], 0, "{search:#}");
+    assert!(report["kinds"]["nap"]["errors"].as_u64().unwrap() > 0);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for (what, text) in [
+        (
+            "journal",
+            std::fs::read_to_string(dir.join("j.jsonl")).unwrap(),
+        ),
+        (
+            "report",
+            std::fs::read_to_string(dir.join("r.json")).unwrap(),
+        ),
+        ("stdout", String::from_utf8_lossy(&out.stdout).into_owned()),
+        ("stderr", stderr(&out)),
+    ] {
+        assert!(!text.contains(&token), "the secret leaked into the {what}");
+    }
+}
