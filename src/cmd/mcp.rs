@@ -103,6 +103,8 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
         (None, Some(p)) => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             let _ = tx.send(p);
+            // No restarts here: once these pipes close, the server is gone (not waited for).
+            drop(tx);
             let mut s = Session::Stdio(StdioLink::new(rx, journal.clone(), call.modern.clone()));
             s.list_tools(a.timeout).await
         }
