@@ -473,9 +473,9 @@ pub(crate) async fn wait_ready(
 
 /// "; its last output: stderr 'a' | 'b'": the server's own last words, matched or not, so a
 /// start-up failure shows its reason. The output pipes are read by other threads: give them a moment
-/// (bounded) to reach the lines written just before the exit.
+/// (at most a second, on a loaded machine) to reach the lines written just before the exit.
 async fn last_output(journal: &Journal) -> String {
-    let deadline = Instant::now() + Duration::from_millis(300);
+    let deadline = Instant::now() + Duration::from_millis(1000);
     let mut tail = journal.tail();
     while tail.iter().all(|(_, l)| l.is_empty()) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -258,7 +258,7 @@ async fn run_http_workers(
     // nobody listens on measures nothing) and counts what it did not send.
     let dead = target.state();
     for w in 0..concurrency {
-        let dead = dead.clone();
+        let mut dead = dead.clone();
         let tally = progress.tally.clone();
         let http = http.clone();
         let spec = cfg.spec.clone();
@@ -317,6 +317,22 @@ async fn run_http_workers(
                 };
                 tally.finished(&s.outcome);
                 sent += 1;
+                // Refused: nobody listens. If the server witness started just died, its supervisor
+                // says so in a moment; wait for that (bounded) rather than hammer a dead port.
+                let refused = matches!(
+                    &s.outcome,
+                    Outcome::Error {
+                        error: ErrorKind::ConnectRefused,
+                        ..
+                    }
+                );
+                if let (true, Some(state)) = (refused, dead.as_mut()) {
+                    let _ = tokio::time::timeout(
+                        Duration::from_millis(250),
+                        state.wait_for(|s| matches!(s, State::Finished { .. })),
+                    )
+                    .await;
+                }
                 journal.emit_at(
                     clock.at(s.end),
                     Event::Request {
