@@ -112,6 +112,13 @@ fn gunicorn_s_worker_timeout_is_a_timer_that_starts_with_each_request() {
         assert!(!a.contains("did not exit or restart"), "{a}");
         assert!(a.contains("answered HTTP 500 '"), "{a}");
     }
+    // And to the worker's death itself, as the process tree saw it (not only the master's words).
+    assert!(
+        notes
+            .iter()
+            .any(|a| a.contains("worker pid ") && a.contains(" died: ")),
+        "no failure names the worker that died: {notes:?}"
+    );
     // The suspicion names the 2 s request timer, from gunicorn's own command line.
     let s = suspicions(&report);
     let timer = s
