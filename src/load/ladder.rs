@@ -317,10 +317,12 @@ async fn run_http_workers(
                 };
                 tally.finished(&s.outcome);
                 sent += 1;
+                let outcome = s.outcome.clone();
+                journal_exchange(&journal, &ids, &group, w, s);
                 // Refused: nobody listens. If the server witness started just died, its supervisor
                 // says so in a moment; wait for that (bounded) rather than hammer a dead port.
                 let refused = matches!(
-                    &s.outcome,
+                    &outcome,
                     Outcome::Error {
                         error: ErrorKind::ConnectRefused,
                         ..
@@ -333,22 +335,6 @@ async fn run_http_workers(
                     )
                     .await;
                 }
-                journal.emit_at(
-                    clock.at(s.end),
-                    Event::Request {
-                        id: ids.fetch_add(1, Ordering::Relaxed),
-                        group: group.to_string(),
-                        worker: w,
-                        start_s: clock.at(s.start),
-                        duration_s: s.end.duration_since(s.start).as_secs_f64(),
-                        outcome: s.outcome,
-                        status: s.status,
-                        scheduled_s: None,
-                        detail: s.detail,
-                        body_bytes: s.body_bytes,
-                        body_cut: s.body_cut,
-                    },
-                );
             }
             0u64
         });
@@ -383,7 +369,6 @@ async fn run_mcp_workers(
         let group = group.clone();
         let stop = stop.clone();
         workers.spawn(async move {
-            let clock = journal.clock();
             let mut session = target.open(w, &call, Some(&journal)).await;
             let mut sent = 0u32;
             loop {
@@ -395,26 +380,32 @@ async fn run_mcp_workers(
                 }
                 let s = session.call_tool(&call).await;
                 sent += 1;
-                journal.emit_at(
-                    clock.at(s.end),
-                    Event::Request {
-                        id: ids.fetch_add(1, Ordering::Relaxed),
-                        group: group.to_string(),
-                        worker: w,
-                        start_s: clock.at(s.start),
-                        duration_s: s.end.duration_since(s.start).as_secs_f64(),
-                        outcome: s.outcome,
-                        status: s.status,
-                        scheduled_s: None,
-                        detail: s.detail,
-                        body_bytes: None,
-                        body_cut: false,
-                    },
-                );
+                journal_exchange(&journal, &ids, &group, w, s);
             }
         });
     }
     while workers.join_next().await.is_some() {}
+}
+
+/// One exchange's record, HTTP or MCP alike: one outcome and one duration, stamped at its end.
+fn journal_exchange(journal: &Journal, ids: &AtomicU64, group: &str, worker: u32, s: client::Sent) {
+    let clock = journal.clock();
+    journal.emit_at(
+        clock.at(s.end),
+        Event::Request {
+            id: ids.fetch_add(1, Ordering::Relaxed),
+            group: group.to_string(),
+            worker,
+            start_s: clock.at(s.start),
+            duration_s: s.end.duration_since(s.start).as_secs_f64(),
+            outcome: s.outcome,
+            status: s.status,
+            scheduled_s: None,
+            detail: s.detail,
+            body_bytes: s.body_bytes,
+            body_cut: s.body_cut,
+        },
+    );
 }
 
 /// Resolves once the run is told to stop (never, if the sender is gone without saying so).
