@@ -292,6 +292,9 @@ pub struct LineSink {
     journal: Journal,
     /// Inside a Python traceback: every line is looked at until its last one (the exception).
     traceback: bool,
+    /// The start of a line the tail has not seen the end of yet (bounded): a message and its newline
+    /// may come in two reads.
+    tail_carry: Vec<u8>,
     /// Set when the run carries secrets: the pass-through is scrubbed of them.
     scrubber: Option<crate::secrets::StreamScrubber>,
 }
@@ -318,6 +321,7 @@ impl LineSink {
             patterns,
             journal,
             traceback: false,
+            tail_carry: Vec::new(),
             scrubber: crate::secrets::carried()
                 .then(|| crate::secrets::StreamScrubber::new(crate::secrets::values())),
         }
@@ -355,30 +359,48 @@ impl LineSink {
         });
     }
 
-    /// The newest complete lines of the chunk, matched or not, kept for a start-up failure's words.
-    /// Only the chunk's last few lines are looked at, so a flood costs nothing more.
+    /// The newest lines of the output, matched or not, kept for a start-up failure's words. Only the
+    /// chunk's end is looked at, so a flood costs nothing more; a line split across reads is joined.
     fn keep_tail(&mut self, chunk: &[u8]) {
         const LINE: usize = 300;
-        let mut ends = memchr::memrchr_iter(b'\n', chunk);
-        let Some(last) = ends.next() else {
+        let window = Journal::TAIL_LINES * LINE * 2;
+        let start = chunk.len().saturating_sub(window);
+        let mut buf = std::mem::take(&mut self.tail_carry);
+        if start > 0 {
+            buf.clear();
+        }
+        buf.extend_from_slice(&chunk[start..]);
+        let Some(last) = memchr::memrchr(b'\n', &buf) else {
+            buf.truncate(LINE);
+            self.tail_carry = buf;
             return;
         };
-        let from = ends
-            .nth(Journal::TAIL_LINES - 1)
-            .map(|i| i + 1)
-            .unwrap_or(0);
-        let lines = chunk[from..last]
-            .split(|&b| b == b'\n')
+        let mut rest = buf[last + 1..].to_vec();
+        rest.truncate(LINE);
+        let mut lines: Vec<String> = buf[..last]
+            .rsplit(|&b| b == b'\n')
             .map(|l| {
                 let l = &l[..l.len().min(LINE)];
                 String::from_utf8_lossy(l).trim_end().to_string()
             })
-            .filter(|l| !l.is_empty());
+            .filter(|l| !l.is_empty())
+            .take(Journal::TAIL_LINES)
+            .collect();
+        lines.reverse();
         self.journal.keep_tail(self.stream, lines);
+        self.tail_carry = rest;
     }
 
     /// The end of the stream: a last line with no newline is still matched.
     pub fn finish(&mut self) {
+        if !self.tail_carry.is_empty() {
+            let last = String::from_utf8_lossy(&std::mem::take(&mut self.tail_carry))
+                .trim_end()
+                .to_string();
+            if !last.is_empty() {
+                self.journal.keep_tail(self.stream, [last]);
+            }
+        }
         if let (Some(w), Some(s)) = (self.out.as_mut(), self.scrubber.as_mut()) {
             let _ = w.write_all(&s.finish()).and_then(|_| w.flush());
         }
@@ -778,5 +800,30 @@ mod tests {
             panic!("an unclosed group must be refused")
         };
         assert!(e.to_string().contains("--watch \"(unclosed\""), "{e}");
+    }
+
+    #[test]
+    fn the_tail_joins_a_line_and_its_newline_from_two_reads() {
+        let dir = std::env::temp_dir().join(format!("witness-tail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let j = Journal::create(
+            &dir.join("j.jsonl"),
+            &crate::journal::Header::new("wrap", vec![]),
+        )
+        .unwrap();
+        let p = Arc::new(Patterns::new(&[]).unwrap());
+        let mut sink = LineSink::new(Stream::Stderr, PassThrough::Discard, Some(7), p, j.clone());
+        sink.push(b"toy_server: --call: invalid value 'bogus'");
+        sink.push(b"\n");
+        sink.push(b"no newline at the end");
+        sink.finish();
+        let tail = j.tail();
+        assert_eq!(
+            tail[0].1,
+            vec![
+                "toy_server: --call: invalid value 'bogus'".to_string(),
+                "no newline at the end".to_string()
+            ]
+        );
     }
 }
