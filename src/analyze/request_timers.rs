@@ -75,6 +75,19 @@ pub fn command_line_timers(command: &[String]) -> Vec<(f64, TimerSource)> {
 /// The suspicions a run's failed requests raise. `named`: the `--timer` values and the timers the
 /// server's command line names.
 pub fn suspicions(recs: &[Record], named: &[(f64, TimerSource)]) -> Vec<Suspicion> {
+    // A request that failed as the server process exited died with it: the same duration for all
+    // the requests of a level that started together is one exit, not a timer per request (the
+    // exit's own timer is judged apart, from the process's age).
+    let exits: Vec<f64> = recs
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Exit {
+                requested: false, ..
+            } => Some(r.t_s),
+            _ => None,
+        })
+        .collect();
+    let with_an_exit = |end: f64| exits.iter().any(|&x| x >= end - 0.05 && x <= end + 0.25);
     let mut failed: Vec<Failed> = recs
         .iter()
         .filter_map(|r| match &r.event {
@@ -82,10 +95,12 @@ pub fn suspicions(recs: &[Record], named: &[(f64, TimerSource)]) -> Vec<Suspicio
                 duration_s,
                 outcome,
                 ..
-            } if server_gave_up(outcome) && *duration_s >= MIN_SECONDS => Some(Failed {
-                duration_s: *duration_s,
-                end_s: r.t_s,
-            }),
+            } if server_gave_up(outcome) && *duration_s >= MIN_SECONDS && !with_an_exit(r.t_s) => {
+                Some(Failed {
+                    duration_s: *duration_s,
+                    end_s: r.t_s,
+                })
+            }
             _ => None,
         })
         .collect();
@@ -380,5 +395,34 @@ mod tests {
         );
         let cmd = vec!["srv".to_string(), "--read-timeout=1.5s".to_string()];
         assert_eq!(command_line_timers(&cmd)[0].0, 1.5);
+    }
+
+    #[test]
+    fn requests_that_died_with_the_server_are_no_request_timer() {
+        let mut recs = vec![];
+        for i in 0..4 {
+            recs.push(failed(12.26 + 0.001 * i as f64, 4.21, 500));
+        }
+        recs.push(Record {
+            t_s: 12.259,
+            event: Event::Exit {
+                pid: 7,
+                code: Some(124),
+                signal: None,
+                core_dumped: false,
+                age_s: 6.01,
+                status: 124,
+                requested: false,
+                meaning: "exited 124".into(),
+                oom_killed: None,
+            },
+            origin: None,
+        });
+        assert!(suspicions(&recs, &[]).is_empty());
+        // The same failures spread over time, with no exit: a timer that starts with each request.
+        let spread: Vec<Record> = (0..4)
+            .map(|i| failed(10.0 + 3.0 * i as f64, 4.21, 500))
+            .collect();
+        assert_eq!(suspicions(&spread, &[]).len(), 1);
     }
 }
