@@ -89,6 +89,8 @@ def wrk(url, conns, secs):
 
 
 def oha(url, conns, secs):
+    if not shutil.which("oha"):
+        return float("nan"), float("nan"), float("nan")
     res = run(["oha", "-z", f"{secs}s", "-c", str(conns), "--no-tui", "--output-format", "json", url])
     if res.returncode != 0:  # older oha: -j
         res = run(["oha", "-z", f"{secs}s", "-c", str(conns), "--no-tui", "-j", url])
@@ -158,14 +160,19 @@ def memory():
     p = nginx(port)
     url = f"http://127.0.0.1:{port}/"
     sec = "memory (peak RSS)"
+    runs = []
     try:
         for secs in ([1, 4] if QUICK else [2, 20]):
             r = witness_load(url, CONNS, secs, f"mem{secs}", rss=True)
             _, rep = timed_rss([W, "report", r["journal"], "--format", "json", "-o", os.path.join(TMP, "rep.json")])
-            rows.append((sec, f"witness load, {r['n'] / 1000:.0f} k requests", f"{r['peak_mib']:.0f} MiB",
-                         f"{r['peak_mib'] * 1024 * 1024 / r['n']:.0f} B/request"))
-            rows.append((sec, f"witness report on that journal", f"{rep:.0f} MiB", ""))
+            runs.append((r["n"], r["peak_mib"], rep))
+            rows.append((sec, f"witness load, {r['n'] / 1000:.0f} k requests", f"{r['peak_mib']:.0f} MiB", ""))
+            rows.append((sec, "witness report on that journal", f"{rep:.0f} MiB", ""))
             rows.append((sec, "journal size", f"{r['bytes_per_req']:.0f} B/request", "goal ≤ 100"))
+        (n1, l1, r1), (n2, l2, r2) = runs
+        per = lambda a, b: (b - a) * 1024 * 1024 / (n2 - n1)
+        rows.append((sec, "growth between the two runs", f"load {per(l1, l2):.0f} B/request, report {per(r1, r2):.0f} B/request",
+                     "goal: flat (±10 %), ≤ 50 MB"))
     finally:
         p.terminate()
         p.wait()
@@ -192,6 +199,7 @@ def latency():
 
 def wrapping():
     size = "256m" if QUICK else "1g"
+    label = "256 MiB" if QUICK else "1 GiB"
     spew = [SPEW, "--long-line", "0", "--lines", size]
     runs = 1 if QUICK else 3
 
@@ -206,9 +214,9 @@ def wrapping():
     alone = med(spew)
     cat = med(" ".join(spew) + " | cat", shell=True)
     wrapped = med([W, "wrap", "--watch", "boom=ERROR|FATAL", "--journal", os.path.join(TMP, "wrap.jsonl"), "--"] + spew)
-    sec = f"wrapping (a child writing {size}B of 100-byte lines, watch patterns on)"
+    sec = f"wrapping (a child writing {label} of 100-byte lines, watch patterns on)"
     rows.append((sec, "spew > /dev/null", f"{alone:.2f} s", "1.00"))
-    rows.append((sec, "spew | cat", f"{cat:.2f} s", f"{cat / alone:.2f} × alone"))
+    rows.append((sec, "spew \\| cat", f"{cat:.2f} s", f"{cat / alone:.2f} × alone"))
     rows.append((sec, "witness wrap -- spew", f"{wrapped:.2f} s",
                  f"{wrapped / cat:.2f} × cat (goal ≤ 0.5), {wrapped / alone:.2f} × alone"))
 
