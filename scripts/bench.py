@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""witness's benchmarks, side by side with wrk, oha and tini in one run; see scripts/bench.sh.
+
+Prints one Markdown table of figures and ratios. Every load targets 127.0.0.1 only and is bounded in
+time. Run through scripts/bench.sh, which installs the peers and builds witness first.
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+QUICK = "--quick" in sys.argv
+CONNS = 64
+SECS = 2 if QUICK else 5
+ROUNDS = 1 if QUICK else 3
+W = os.path.abspath("target/release/witness")
+TOY = os.path.abspath("target/release/toy_server")
+SPEW = os.path.abspath("target/release/spew")
+TMP = tempfile.mkdtemp(prefix="witness-bench-")
+rows = []  # (section, what, figure, ratio)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_port(port, secs=10):
+    deadline = time.time() + secs
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"bench: nothing listens on 127.0.0.1:{port}")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def timed_rss(cmd, **kw):
+    """(wall seconds, peak RSS in MiB) of one command, from GNU time."""
+    out = os.path.join(TMP, "time.out")
+    t0 = time.perf_counter()
+    subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out] + cmd, capture_output=True, **kw)
+    wall = time.perf_counter() - t0
+    with open(out) as f:
+        kb = int(f.read().strip().splitlines()[-1])
+    return wall, kb / 1024
+
+
+def nginx(port):
+    conf = os.path.join(TMP, f"nginx-{port}.conf")
+    with open(conf, "w") as f:
+        f.write(
+            f"""daemon off; worker_processes auto; pid {TMP}/nginx-{port}.pid; error_log {TMP}/nginx-{port}.err;
+events {{ worker_connections 4096; }}
+http {{ access_log off; client_body_temp_path {TMP}; proxy_temp_path {TMP};
+  fastcgi_temp_path {TMP}; uwsgi_temp_path {TMP}; scgi_temp_path {TMP};
+  server {{ listen 127.0.0.1:{port}; location / {{ return 200 "ok"; }} }} }}
+"""
+        )
+    p = subprocess.Popen(["nginx", "-c", conf, "-p", TMP], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return p
+
+
+def wrk(url, conns, secs):
+    out = run(["wrk", "-t2", f"-c{conns}", f"-d{secs}s", "--latency", url]).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+    def pct(p):
+        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        v, u = float(m.group(1)), m.group(2)
+        return v * {"us": 1e-3, "ms": 1.0, "s": 1e3}[u]
+
+    return rps, pct(50), pct(99)
+
+
+def oha(url, conns, secs):
+    if not shutil.which("oha"):
+        return float("nan"), float("nan"), float("nan")
+    res = run(["oha", "-z", f"{secs}s", "-c", str(conns), "--no-tui", "--output-format", "json", url])
+    if res.returncode != 0:  # older oha: -j
+        res = run(["oha", "-z", f"{secs}s", "-c", str(conns), "--no-tui", "-j", url])
+    j = json.loads(res.stdout)
+    rps = j["summary"]["requestsPerSec"]
+    pct = j.get("latencyPercentiles", {})
+    return rps, pct.get("p50", 0) * 1e3, pct.get("p99", 0) * 1e3
+
+
+def witness_load(url, conns, secs, tag, rss=False):
+    journal = os.path.join(TMP, f"{tag}.jsonl")
+    report = os.path.join(TMP, f"{tag}.json")
+    cmd = [W, "load", "--url", url, "--method", "GET", "--body", "", "--levels", str(conns),
+           "--duration", f"{secs}s", "--settle", "0s", "--gpu", "off",
+           "--journal", journal, "--report", report]
+    if rss:
+        _, peak = timed_rss(cmd)
+    else:
+        run(cmd)
+        peak = None
+    n, first_start, last_end = 0, None, 0.0
+    with open(journal) as f:
+        next(f)
+        for line in f:
+            e = json.loads(line)
+            if e.get("kind") == "request":
+                n += 1
+                s = e["start_s"]
+                first_start = s if first_start is None else min(first_start, s)
+                last_end = max(last_end, e["t_s"])
+    lat = json.load(open(report))["levels"][0]["latency"] or {}
+    return {
+        "rps": n / (last_end - first_start),
+        "n": n,
+        "p50_ms": lat.get("p50", 0) * 1e3,
+        "p99_ms": lat.get("p99", 0) * 1e3,
+        "first_s": first_start,
+        "journal": journal,
+        "bytes_per_req": os.path.getsize(journal) / max(n, 1),
+        "peak_mib": peak,
+    }
+
+
+def throughput():
+    port = free_port()
+    p = nginx(port)
+    url = f"http://127.0.0.1:{port}/"
+    w_, o_, x_ = [], [], []
+    try:
+        for r in range(ROUNDS):
+            w_.append(wrk(url, CONNS, SECS)[0])
+            o_.append(oha(url, CONNS, SECS)[0])
+            x_.append(witness_load(url, CONNS, SECS, f"tp{r}")["rps"])
+    finally:
+        p.terminate()
+        p.wait()
+    k = lambda xs: ", ".join(f"{x / 1000:.1f} k" for x in xs)
+    mw, mo, mx = statistics.median(w_), statistics.median(o_), statistics.median(x_)
+    sec = f"throughput (nginx return 200, {CONNS} conns, {SECS} s, {ROUNDS} rounds in turns)"
+    rows.append((sec, "wrk req/s", k(w_), "1.00"))
+    rows.append((sec, "oha req/s", k(o_), f"{mo / mw:.2f} × wrk"))
+    rows.append((sec, "witness load req/s (journal on)", k(x_), f"{mx / mw:.2f} × wrk, {mx / mo:.2f} × oha"))
+
+
+def memory():
+    port = free_port()
+    p = nginx(port)
+    url = f"http://127.0.0.1:{port}/"
+    sec = "memory (peak RSS)"
+    runs = []
+    try:
+        for secs in ([1, 4] if QUICK else [2, 20]):
+            r = witness_load(url, CONNS, secs, f"mem{secs}", rss=True)
+            _, rep = timed_rss([W, "report", r["journal"], "--format", "json", "-o", os.path.join(TMP, "rep.json")])
+            runs.append((r["n"], r["peak_mib"], rep))
+            rows.append((sec, f"witness load, {r['n'] / 1000:.0f} k requests", f"{r['peak_mib']:.0f} MiB", ""))
+            rows.append((sec, "witness report on that journal", f"{rep:.0f} MiB", ""))
+            rows.append((sec, "journal size", f"{r['bytes_per_req']:.0f} B/request", "goal ≤ 100"))
+        (n1, l1, r1), (n2, l2, r2) = runs
+        per = lambda a, b: (b - a) * 1024 * 1024 / (n2 - n1)
+        rows.append((sec, "growth between the two runs", f"load {per(l1, l2):.0f} B/request, report {per(r1, r2):.0f} B/request",
+                     "goal: flat (±10 %), ≤ 50 MB"))
+    finally:
+        p.terminate()
+        p.wait()
+
+
+def latency():
+    port = free_port()
+    srv = subprocess.Popen([TOY, "--port", str(port), "--call", "sleep:20ms"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    url = f"http://127.0.0.1:{port}/call"
+    sec = "latency (toy_server, fixed 20 ms, 8 conns)"
+    try:
+        _, w50, w99 = wrk(url, 8, SECS)
+        _, o50, o99 = oha(url, 8, SECS)
+        x = witness_load(url, 8, SECS, "lat")
+    finally:
+        srv.terminate()
+        srv.wait()
+    rows.append((sec, "wrk p50 / p99", f"{w50:.2f} / {w99:.2f} ms", f"overhead {w50 - 20:.2f} ms"))
+    rows.append((sec, "oha p50 / p99", f"{o50:.2f} / {o99:.2f} ms", f"overhead {o50 - 20:.2f} ms"))
+    rows.append((sec, "witness p50 / p99", f"{x['p50_ms']:.2f} / {x['p99_ms']:.2f} ms",
+                 f"overhead {x['p50_ms'] - 20:.2f} ms ({x['p50_ms'] - w50:+.2f} ms vs wrk)"))
+
+
+def wrapping():
+    size = "256m" if QUICK else "1g"
+    label = "256 MiB" if QUICK else "1 GiB"
+    spew = [SPEW, "--long-line", "0", "--lines", size]
+    runs = 1 if QUICK else 3
+
+    def med(cmd, shell=False):
+        ts = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, shell=shell, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts)
+
+    alone = med(spew)
+    cat = med(" ".join(spew) + " | cat", shell=True)
+    wrapped = med([W, "wrap", "--watch", "boom=ERROR|FATAL", "--journal", os.path.join(TMP, "wrap.jsonl"), "--"] + spew)
+    sec = f"wrapping (a child writing {label} of 100-byte lines, watch patterns on)"
+    rows.append((sec, "spew > /dev/null", f"{alone:.2f} s", "1.00"))
+    rows.append((sec, "spew \\| cat", f"{cat:.2f} s", f"{cat / alone:.2f} × alone"))
+    rows.append((sec, "witness wrap -- spew", f"{wrapped:.2f} s",
+                 f"{wrapped / cat:.2f} × cat (goal ≤ 0.5), {wrapped / alone:.2f} × alone"))
+
+
+def startup():
+    n = 10 if QUICK else 30
+
+    def med(cmd):
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts) * 1e3
+
+    true = shutil.which("true")
+    plain = med([true])
+    tini = med(["tini", "-s", "--", true])
+    wrap = med([W, "wrap", "--journal", os.path.join(TMP, "s.jsonl"), "--", true])
+    sec = f"start-up (median of {n})"
+    rows.append((sec, "true", f"{plain:.1f} ms", ""))
+    rows.append((sec, "tini -s -- true", f"{tini:.1f} ms", f"{tini / plain:.1f} × true"))
+    rows.append((sec, "witness wrap -- true", f"{wrap:.1f} ms", f"{wrap / tini:.1f} × tini"))
+    port = free_port()
+    p = nginx(port)
+    try:
+        r = witness_load(f"http://127.0.0.1:{port}/", 1, 1, "first")
+    finally:
+        p.terminate()
+        p.wait()
+    rows.append((sec, "witness load: start to first request", f"{r['first_s'] * 1e3:.0f} ms",
+                 "connect floor + health probe included"))
+
+
+def main():
+    for step in (throughput, latency, memory, wrapping, startup):
+        print(f"bench: {step.__name__} …", file=sys.stderr, flush=True)
+        step()
+    host = socket.gethostname()
+    cpu = ""
+    try:
+        cpu = re.search(r"model name\s*:\s*(.*)", open("/proc/cpuinfo").read()).group(1)
+    except Exception:
+        pass
+    print(f"\n{time.strftime('%Y-%m-%d')} on {host}: {os.cpu_count()} cores, {cpu}\n")
+    print("| section | what | figure | ratio |")
+    print("|---|---|---|---|")
+    last = None
+    for sec, what, fig, ratio in rows:
+        print(f"| {sec if sec != last else ''} | {what} | {fig} | {ratio} |")
+        last = sec
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
