@@ -110,6 +110,8 @@ impl Tree {
     pub fn stop(mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
+            // Wake it from its poll interval: the last look happens now, not up to POLL later.
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -352,7 +354,7 @@ fn watch(
         if last {
             return;
         }
-        std::thread::sleep(POLL);
+        std::thread::park_timeout(POLL);
     }
 }
 
