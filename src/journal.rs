@@ -694,7 +694,7 @@ struct Inner {
     /// Lifecycle events kept in memory too (few, and producers ask about them while running).
     lifecycle: Mutex<Vec<Record>>,
     /// The last lines of each server output stream, matched or not: what a start-up failure shows.
-    tails: Mutex<Vec<(Stream, std::collections::VecDeque<String>)>>,
+    tails: Mutex<Vec<(Stream, Vec<u8>)>>,
     clock: RunClock,
     path: PathBuf,
     /// Secret values as they would appear inside a JSON string: every line is scrubbed of them
@@ -789,25 +789,31 @@ impl Journal {
     pub fn now_s(&self) -> f64 {
         self.inner.clock.now_s()
     }
-    /// Most lines kept per stream by [`Journal::keep_tail`].
+    /// Most lines [`Journal::tail`] gives per stream.
     pub const TAIL_LINES: usize = 8;
+    /// Raw bytes kept per stream for [`Journal::tail`]: plenty for eight lines of a dying server's
+    /// words, and a copy small enough to make per read of a flood.
+    const TAIL_BYTES: usize = 4096;
+    /// Longest line [`Journal::tail`] gives, in characters.
+    const TAIL_LINE: usize = 300;
 
-    /// Keeps `lines` (already bounded by the caller) as the newest lines of the server's `stream`.
-    pub fn keep_tail(&self, stream: Stream, lines: impl IntoIterator<Item = String>) {
+    /// Keeps the end of what the server wrote on `stream` (raw bytes, parsed into lines only when
+    /// asked): a line whose newline comes in a later read is whole again, and a flood costs a
+    /// bounded copy per read.
+    pub fn keep_tail(&self, stream: Stream, bytes: &[u8]) {
         let mut t = self.inner.tails.lock().unwrap_or_else(|e| e.into_inner());
         let i = match t.iter().position(|(s, _)| *s == stream) {
             Some(i) => i,
             None => {
-                t.push((stream, Default::default()));
+                t.push((stream, Vec::new()));
                 t.len() - 1
             }
         };
-        let q = &mut t[i].1;
-        for l in lines {
-            q.push_back(l);
-            if q.len() > Self::TAIL_LINES {
-                q.pop_front();
-            }
+        let v = &mut t[i].1;
+        v.extend_from_slice(&bytes[bytes.len().saturating_sub(Self::TAIL_BYTES)..]);
+        if v.len() > Self::TAIL_BYTES {
+            let cut = v.len() - Self::TAIL_BYTES;
+            v.drain(..cut);
         }
     }
 
@@ -815,7 +821,22 @@ impl Journal {
     pub fn tail(&self) -> Vec<(Stream, Vec<String>)> {
         let t = self.inner.tails.lock().unwrap_or_else(|e| e.into_inner());
         t.iter()
-            .map(|(s, q)| (*s, q.iter().cloned().collect()))
+            .map(|(s, raw)| {
+                let text = String::from_utf8_lossy(raw);
+                let mut lines: Vec<String> = text
+                    .rsplit('\n')
+                    .map(|l| {
+                        l.trim_end()
+                            .chars()
+                            .take(Self::TAIL_LINE)
+                            .collect::<String>()
+                    })
+                    .filter(|l| !l.is_empty())
+                    .take(Self::TAIL_LINES)
+                    .collect();
+                lines.reverse();
+                (*s, lines)
+            })
             .collect()
     }
 

@@ -292,9 +292,6 @@ pub struct LineSink {
     journal: Journal,
     /// Inside a Python traceback: every line is looked at until its last one (the exception).
     traceback: bool,
-    /// The start of a line the tail has not seen the end of yet (bounded): a message and its newline
-    /// may come in two reads.
-    tail_carry: Vec<u8>,
     /// Set when the run carries secrets: the pass-through is scrubbed of them.
     scrubber: Option<crate::secrets::StreamScrubber>,
 }
@@ -321,7 +318,6 @@ impl LineSink {
             patterns,
             journal,
             traceback: false,
-            tail_carry: Vec::new(),
             scrubber: crate::secrets::carried()
                 .then(|| crate::secrets::StreamScrubber::new(crate::secrets::values())),
         }
@@ -359,48 +355,13 @@ impl LineSink {
         });
     }
 
-    /// The newest lines of the output, matched or not, kept for a start-up failure's words. Only the
-    /// chunk's end is looked at, so a flood costs nothing more; a line split across reads is joined.
+    /// The end of the output, matched or not, kept for a start-up failure's words.
     fn keep_tail(&mut self, chunk: &[u8]) {
-        const LINE: usize = 300;
-        let window = Journal::TAIL_LINES * LINE * 2;
-        let start = chunk.len().saturating_sub(window);
-        let mut buf = std::mem::take(&mut self.tail_carry);
-        if start > 0 {
-            buf.clear();
-        }
-        buf.extend_from_slice(&chunk[start..]);
-        let Some(last) = memchr::memrchr(b'\n', &buf) else {
-            buf.truncate(LINE);
-            self.tail_carry = buf;
-            return;
-        };
-        let mut rest = buf[last + 1..].to_vec();
-        rest.truncate(LINE);
-        let mut lines: Vec<String> = buf[..last]
-            .rsplit(|&b| b == b'\n')
-            .map(|l| {
-                let l = &l[..l.len().min(LINE)];
-                String::from_utf8_lossy(l).trim_end().to_string()
-            })
-            .filter(|l| !l.is_empty())
-            .take(Journal::TAIL_LINES)
-            .collect();
-        lines.reverse();
-        self.journal.keep_tail(self.stream, lines);
-        self.tail_carry = rest;
+        self.journal.keep_tail(self.stream, chunk);
     }
 
     /// The end of the stream: a last line with no newline is still matched.
     pub fn finish(&mut self) {
-        if !self.tail_carry.is_empty() {
-            let last = String::from_utf8_lossy(&std::mem::take(&mut self.tail_carry))
-                .trim_end()
-                .to_string();
-            if !last.is_empty() {
-                self.journal.keep_tail(self.stream, [last]);
-            }
-        }
         if let (Some(w), Some(s)) = (self.out.as_mut(), self.scrubber.as_mut()) {
             let _ = w.write_all(&s.finish()).and_then(|_| w.flush());
         }
