@@ -490,12 +490,25 @@ fn without_privilege_a_workers_death_comes_from_its_parents_log_line() {
     }
     let dir = tempdir("unprivileged");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // `nobody` may not be able to reach the checkout (CI clones wherever it likes, e.g. under a 0700
+    // home): run copies of witness and the app from the temp folder it can read.
+    let bin = dir.join("witness");
+    std::fs::copy(witness(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let app = dir.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::set_permissions(&app, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::copy(
+        repo().join("examples/py/slow_wsgi.py"),
+        app.join("slow_wsgi.py"),
+    )
+    .unwrap();
     let journal = dir.join("j.jsonl");
     let port = free_port();
     let out = run_bounded(
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(witness())
+            .arg(&bin)
             .args(["load", "--url"])
             .arg(format!("http://127.0.0.1:{port}/slow"))
             .args(["--method", "GET", "--levels", "1", "--rounds", "1"])
@@ -503,7 +516,7 @@ fn without_privilege_a_workers_death_comes_from_its_parents_log_line() {
             .arg("--journal")
             .arg(&journal)
             .args(["--", "/usr/bin/gunicorn", "--chdir"])
-            .arg(repo().join("examples/py"))
+            .arg(&app)
             .args(["--worker-tmp-dir"])
             .arg(&dir)
             .args(["--timeout", "2", "-w", "1", "--bind"])
