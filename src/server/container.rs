@@ -44,6 +44,9 @@ const LOG_SETTLE: Duration = Duration::from_secs(2);
 /// After a container's last die, how long witness waits for a start by hand (`docker restart`)
 /// before it calls the container gone.
 const LINGER: Duration = Duration::from_millis(500);
+/// The same wait for a container witness only watches: someone restarting it by hand (`docker
+/// restart`) is its normal life, and a busy engine can take seconds between the die and the start.
+const LINGER_ATTACHED: Duration = Duration::from_secs(5);
 /// The label every container witness creates carries, for cleanup by label.
 pub const OWNER_LABEL: &str = "witness.owner";
 
@@ -658,13 +661,14 @@ impl Watcher {
     }
 
     /// After a die the engine will not follow with a restart of its own, a `docker restart` (or a
-    /// `docker start` by hand) may still bring it back at once: wait [`LINGER`] for a start. True if
-    /// one came.
+    /// `docker start` by hand) may still bring it back at once: wait [`LINGER`] (an attached
+    /// container: [`LINGER_ATTACHED`]) for a start. True if one came.
     async fn linger(
         &mut self,
         events: &mut BoxStream<'static, Result<EventMessage, bollard::errors::Error>>,
     ) -> bool {
-        let until = tokio::time::Instant::now() + LINGER;
+        let wait = if self.owned { LINGER } else { LINGER_ATTACHED };
+        let until = tokio::time::Instant::now() + wait;
         while let Ok(Some(Ok(m))) = tokio::time::timeout_at(until, events.next()).await {
             if m.action.as_deref() == Some("destroy") {
                 return false;
