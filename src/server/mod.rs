@@ -74,14 +74,6 @@ impl Target {
         }
     }
 
-    /// The last lines a server witness started wrote (empty for others).
-    pub fn last_output(&self, n: usize) -> Vec<String> {
-        match self {
-            Target::Process(s) => s.last_output(n),
-            _ => Vec::new(),
-        }
-    }
-
     /// Whether witness owns the server (and may stop it or inject faults).
     pub fn owned(&self) -> bool {
         match self {

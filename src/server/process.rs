@@ -114,31 +114,6 @@ pub struct Supervisor {
     ctl: mpsc::UnboundedSender<Control>,
     state: watch::Receiver<State>,
     task: tokio::task::JoinHandle<anyhow::Result<i32>>,
-    tail: Tail,
-}
-
-/// The last bytes the server wrote (both streams, as they came): what a refusal quotes when the
-/// server exits before it is ready.
-pub type Tail = Arc<std::sync::Mutex<std::collections::VecDeque<u8>>>;
-
-/// This much of the server's latest output is kept.
-const TAIL_BYTES: usize = 4096;
-
-/// A reader that keeps the last [`TAIL_BYTES`] it passed on.
-struct Tee<R> {
-    inner: R,
-    tail: Tail,
-}
-
-impl<R: std::io::Read> std::io::Read for Tee<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        let mut t = self.tail.lock().unwrap_or_else(|p| p.into_inner());
-        t.extend(&buf[..n]);
-        let extra = t.len().saturating_sub(TAIL_BYTES);
-        t.drain(..extra);
-        Ok(n)
-    }
 }
 
 /// The command could not be started at all (exit 127 / 126 like a shell). The OS error is said
@@ -187,9 +162,8 @@ impl Supervisor {
     pub async fn start(cfg: ProcessConfig, journal: Journal) -> anyhow::Result<Self> {
         let (ctl, rx) = mpsc::unbounded_channel();
         let (state_tx, state) = watch::channel(State::Starting);
-        let tail = Tail::default();
         let guard = Guard::start(&journal);
-        let first = match spawn_child(&cfg, &journal, 0, &guard, &tail) {
+        let first = match spawn_child(&cfg, &journal, 0, &guard) {
             Ok(f) => f,
             Err(e) => {
                 guard.finish(&journal).await;
@@ -197,33 +171,12 @@ impl Supervisor {
             }
         };
         state_tx.send_replace(State::Running(first.identity.clone()));
-        let task = {
-            let tail = tail.clone();
-            tokio::spawn(async move {
-                let r = supervise(cfg, journal.clone(), rx, state_tx, first, &guard, tail).await;
-                guard.finish(&journal).await;
-                r
-            })
-        };
-        Ok(Self {
-            ctl,
-            state,
-            task,
-            tail,
-        })
-    }
-
-    /// The server's last `n` output lines (stdout and stderr as they came), for a refusal to quote.
-    pub fn last_output(&self, n: usize) -> Vec<String> {
-        let t = self.tail.lock().unwrap_or_else(|p| p.into_inner());
-        let bytes: Vec<u8> = t.iter().copied().collect();
-        let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<String> = text
-            .lines()
-            .map(|l| l.trim_end().to_string())
-            .filter(|l| !l.is_empty())
-            .collect();
-        lines[lines.len().saturating_sub(n)..].to_vec()
+        let task = tokio::spawn(async move {
+            let r = supervise(cfg, journal.clone(), rx, state_tx, first, &guard).await;
+            guard.finish(&journal).await;
+            r
+        });
+        Ok(Self { ctl, state, task })
     }
 
     pub fn control(&self) -> mpsc::UnboundedSender<Control> {
@@ -273,7 +226,6 @@ fn spawn_child(
     journal: &Journal,
     attempt: u32,
     guard: &Guard,
-    tail: &Tail,
 ) -> anyhow::Result<Running> {
     let mut cmd = tokio::process::Command::new(&cfg.command[0]);
     let stdin = if cfg.inherit_stdin {
@@ -376,10 +328,7 @@ fn spawn_child(
     ];
     for (fd, stream) in streams {
         let Some(Ok(fd)) = fd else { continue };
-        let file = Tee {
-            inner: std::fs::File::from(fd),
-            tail: tail.clone(),
-        };
+        let file = std::fs::File::from(fd);
         let patterns = cfg.patterns.clone();
         let journal = journal.clone();
         let pass = if cfg.pass_through {
@@ -488,7 +437,6 @@ async fn supervise(
     state: watch::Sender<State>,
     first: Running,
     guard: &Guard,
-    tail: Tail,
 ) -> anyhow::Result<i32> {
     let mut run = first;
     let mut attempt = 0u32;
@@ -638,7 +586,7 @@ async fn supervise(
             }
         }
         backoff = (backoff * 2).min(cfg.backoff_max);
-        run = match spawn_child(&cfg, &journal, attempt, guard, &tail) {
+        run = match spawn_child(&cfg, &journal, attempt, guard) {
             Ok(r) => r,
             Err(e) => {
                 journal.emit(Event::Note {
