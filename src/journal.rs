@@ -11,6 +11,9 @@
 
 pub mod clock;
 pub mod meaning;
+pub mod replay;
+
+pub use replay::{ReadState, RecordPass, Replay};
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};

@@ -87,6 +87,58 @@ pub fn analyze(
     load: Option<&mut LoadAnalysis>,
     suspicions: &mut Vec<Suspicion>,
 ) -> Option<MergedAnalysis> {
+    let spans = RequestSpans::of(recs.iter());
+    analyze_streaming(
+        header,
+        recs,
+        &mut recs.iter().cloned(),
+        &spans,
+        lives,
+        settings,
+        load,
+        suspicions,
+    )
+}
+
+/// Where each source's requests end, first and last (what a first pass learns): k6's time windows
+/// are laid out from it before the requests stream through.
+#[derive(Clone, Debug, Default)]
+pub struct RequestSpans(HashMap<u16, (f64, f64)>);
+
+impl RequestSpans {
+    pub fn add(&mut self, r: &Record) {
+        if matches!(r.event, Event::Request { .. }) {
+            let e = self
+                .0
+                .entry(r.origin.unwrap_or(u16::MAX))
+                .or_insert((r.t_s, r.t_s));
+            e.0 = e.0.min(r.t_s);
+            e.1 = e.1.max(r.t_s);
+        }
+    }
+    pub fn of<'a>(recs: impl Iterator<Item = &'a Record>) -> Self {
+        let mut s = Self::default();
+        for r in recs {
+            s.add(r);
+        }
+        s
+    }
+}
+
+/// The merged analysis from the lifecycle records (`recs`) and the requests streamed once
+/// (`requests`; anything else in it is ignored), in bounded state: counts and HDR summaries per
+/// source and group, the first failures annotated, k6's time windows.
+#[allow(clippy::too_many_arguments)]
+pub fn analyze_streaming(
+    header: &Header,
+    recs: &[Record],
+    requests: &mut dyn Iterator<Item = Record>,
+    spans: &RequestSpans,
+    lives: &[ProcessLife],
+    settings: &Settings,
+    load: Option<&mut LoadAnalysis>,
+    suspicions: &mut Vec<Suspicion>,
+) -> Option<MergedAnalysis> {
     if header.sources.is_empty() {
         return None;
     }
@@ -120,11 +172,8 @@ pub fn analyze(
             }
             _ => {}
         }
-        let e = per_source.entry(o).or_default();
-        if matches!(r.event, Event::Request { .. }) {
-            e.0 += 1;
-        } else if r.event.is_lifecycle() {
-            e.1 += 1;
+        if r.event.is_lifecycle() && !matches!(r.event, Event::Request { .. }) {
+            per_source.entry(o).or_default().1 += 1;
         }
     }
     let phrase = |req: Option<u16>, pid: u32| -> Option<String> {
@@ -148,11 +197,28 @@ pub fn analyze(
         .map(|s| s.index)
         .collect();
     let mut groups: BTreeMap<(u16, String), Acc> = BTreeMap::new();
-    let mut windowed: Vec<(f64, &'static str, f64)> = Vec::new();
+    // k6's requests in time windows laid out over their span (all k6 inputs together).
+    let k6_span = k6_origins.iter().filter_map(|o| spans.0.get(o)).fold(
+        None,
+        |acc: Option<(f64, f64)>, &(lo, hi)| {
+            Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
+        },
+    );
+    let mut windows = k6_span.map(|(lo, hi)| Windows::new(lo, hi));
     let mut timer_suspicions = 0;
+    // The ladder's kept failures, whose source the requests' pass tells.
+    let wanted: std::collections::HashSet<u64> = load
+        .iter()
+        .flat_map(|l| {
+            l.levels
+                .iter()
+                .flat_map(|l| l.failures.iter().map(|f| f.id))
+        })
+        .collect();
+    let mut origin_of: HashMap<u64, Option<u16>> = HashMap::new();
     // Worker deaths and log lines from every source, for the failures kept.
     let seen = Happenings::new(recs);
-    for r in recs {
+    for r in requests {
         let Event::Request {
             id,
             group,
@@ -166,6 +232,10 @@ pub fn analyze(
             continue;
         };
         let o = r.origin.unwrap_or(u16::MAX);
+        per_source.entry(o).or_default().0 += 1;
+        if wanted.contains(id) {
+            origin_of.insert(*id, r.origin);
+        }
         let k6 = k6_origins.contains(&o);
         let acc = groups.entry((o, group.clone())).or_insert_with(|| {
             let shape = match group
@@ -260,25 +330,13 @@ pub fn analyze(
                 }
             }
         }
-        if k6 {
-            windowed.push((end, outcome.label(), *duration_s));
+        if let Some(w) = windows.as_mut().filter(|_| k6) {
+            w.add(end, outcome.label(), *duration_s);
         }
     }
 
     // Ladder failures: the same correlation, now across sources, gets the same words about clocks.
     if let Some(load) = load {
-        let wanted: std::collections::HashSet<u64> = load
-            .levels
-            .iter()
-            .flat_map(|l| l.failures.iter().map(|f| f.id))
-            .collect();
-        let origin_of: HashMap<u64, Option<u16>> = recs
-            .iter()
-            .filter_map(|r| match &r.event {
-                Event::Request { id, .. } if wanted.contains(id) => Some((*id, r.origin)),
-                _ => None,
-            })
-            .collect();
         for f in load.levels.iter_mut().flat_map(|l| l.failures.iter_mut()) {
             let pid = exit_in_flight(lives, f.start_s, f.end_s)
                 .or_else(|| down_when_sent(lives, f.start_s))
@@ -290,7 +348,10 @@ pub fn analyze(
         }
     }
 
-    let (window_s, windows) = windows(&windowed);
+    let (window_s, windows) = match windows {
+        Some(w) => (Some(w.width), w.rows()),
+        None => (None, vec![]),
+    };
     let mut structure = Vec::new();
     for s in &header.sources {
         let (reqs, _) = per_source.get(&s.index).copied().unwrap_or_default();
@@ -385,29 +446,37 @@ fn down_when_sent(lives: &[ProcessLife], start: f64) -> Option<&ProcessLife> {
 }
 
 /// k6's requests in time windows: about a dozen windows of a round width over the requests' span.
-fn windows(reqs: &[(f64, &'static str, f64)]) -> (Option<f64>, Vec<WindowRow>) {
-    let (Some(lo), Some(hi)) = (
-        reqs.iter().map(|r| r.0).min_by(f64::total_cmp),
-        reqs.iter().map(|r| r.0).max_by(f64::total_cmp),
-    ) else {
-        return (None, vec![]);
-    };
-    const WIDTHS: &[f64] = &[
-        0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
-        7200.0, 21600.0, 43200.0, 86400.0,
-    ];
-    let span = hi - lo;
-    let w = WIDTHS
-        .iter()
-        .copied()
-        .find(|w| span / w <= 12.0)
-        .unwrap_or(86400.0);
-    let start = (lo / w).floor() * w;
-    let n = (((hi - start) / w).floor() as usize + 1).min(64);
-    let mut rows: Vec<(Counts, Summary)> = (0..n).map(|_| Default::default()).collect();
-    for &(end, label, d) in reqs {
-        let i = (((end - start) / w).floor() as usize).min(n - 1);
-        let (c, s) = &mut rows[i];
+struct Windows {
+    width: f64,
+    start: f64,
+    rows: Vec<(Counts, Summary)>,
+}
+
+impl Windows {
+    fn new(lo: f64, hi: f64) -> Self {
+        const WIDTHS: &[f64] = &[
+            0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
+            7200.0, 21600.0, 43200.0, 86400.0,
+        ];
+        let span = hi - lo;
+        let w = WIDTHS
+            .iter()
+            .copied()
+            .find(|w| span / w <= 12.0)
+            .unwrap_or(86400.0);
+        let start = (lo / w).floor() * w;
+        let n = (((hi - start) / w).floor() as usize + 1).min(64);
+        Self {
+            width: w,
+            start,
+            rows: (0..n).map(|_| Default::default()).collect(),
+        }
+    }
+
+    fn add(&mut self, end: f64, label: &str, d: f64) {
+        let n = self.rows.len();
+        let i = (((end - self.start) / self.width).floor().max(0.0) as usize).min(n - 1);
+        let (c, s) = &mut self.rows[i];
         match label {
             "ok" => {
                 c.ok += 1;
@@ -418,17 +487,20 @@ fn windows(reqs: &[(f64, &'static str, f64)]) -> (Option<f64>, Vec<WindowRow>) {
             _ => c.rejected += 1,
         }
     }
-    let rows = rows
-        .into_iter()
-        .enumerate()
-        .map(|(i, (counts, s))| WindowRow {
-            start_s: start + i as f64 * w,
-            end_s: start + (i + 1) as f64 * w,
-            counts,
-            latency: s.latency(),
-        })
-        .collect();
-    (Some(w), rows)
+
+    fn rows(self) -> Vec<WindowRow> {
+        let (start, w) = (self.start, self.width);
+        self.rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, (counts, s))| WindowRow {
+                start_s: start + i as f64 * w,
+                end_s: start + (i + 1) as f64 * w,
+                counts,
+                latency: s.latency(),
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

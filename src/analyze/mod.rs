@@ -15,7 +15,7 @@ pub mod verdict;
 
 use serde::Serialize;
 
-use crate::journal::{secs, Event, Loaded, Record, Settings};
+use crate::journal::{secs, Event, Record, Replay, Settings};
 use timers::{timer_at, tolerance, TimerSource};
 
 /// A finding worth a person's attention: a number that may be a timer rather than the server's work.
@@ -97,6 +97,10 @@ pub struct Analysis {
     pub merged: Option<merged::MergedAnalysis>,
 }
 
+/// How a note about reading the journal (a cut-off line, an unreadable one, an input of a merge that
+/// ended early) begins; `witness report` also says these on stderr.
+pub const READING: &str = "reading the journal: ";
+
 const LIFECYCLE_KINDS: &[&str] = &[
     "spawn",
     "exit",
@@ -108,8 +112,38 @@ const LIFECYCLE_KINDS: &[&str] = &[
     "fault",
 ];
 
-pub fn analyze(journal: &Loaded) -> Analysis {
-    let recs = &journal.records;
+/// Analyses a journal in two streaming passes with bounded state: the first keeps the run's context
+/// (every record but the requests: lifecycle, probes, levels, samples — bounded by the run's events,
+/// not by its request count), the second folds the requests into per-level, per-kind and per-bucket
+/// accumulators (counts, HDR summaries, the first failures, at most [`picture::SPAN_KEEP`] spans).
+/// Memory does not grow with the number of requests.
+pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
+    let header = journal.header();
+    // Pass 1: the context.
+    let mut pass = journal.pass();
+    let mut context: Vec<Record> = Vec::new();
+    let mut end_s = 0.0f64;
+    let mut spans = merged::RequestSpans::default();
+    let mut requests = 0u64;
+    for r in pass.by_ref() {
+        end_s = end_s.max(r.t_s);
+        if matches!(r.event, Event::Request { .. }) {
+            requests += 1;
+            spans.add(&r);
+        } else {
+            context.push(r);
+        }
+    }
+    let read = pass.state();
+    drop(pass);
+    let recs = &context[..];
+    // Pass 2 (and a third for soak or merged runs): the requests, each through bounded state.
+    let requests_pass = || {
+        journal
+            .pass()
+            .filter(|r| matches!(r.event, Event::Request { .. }))
+    };
+
     let settings = recs
         .iter()
         .find_map(|r| match &r.event {
@@ -126,52 +160,86 @@ pub fn analyze(journal: &Loaded) -> Analysis {
         Event::Exit { status, .. } => Some(status),
         _ => None,
     });
-    let end_s = journal.end_s();
-    let partial = partial_reason(journal);
-    let notes = recs
+    let partial = partial_reason(recs, end_s, read.truncated.as_deref());
+    let mut notes: Vec<(f64, String, String)> = recs
         .iter()
         .filter_map(|r| match &r.event {
             Event::Note { level, text } => Some((r.t_s, level.clone(), text.clone())),
             _ => None,
         })
         .collect();
+    for w in read.skipped.iter().chain(&read.warnings) {
+        notes.push((end_s, "warning".into(), format!("{READING}{w}")));
+    }
     let mut suspicions = exit_suspicions(&processes, &settings);
-    let mut load = settings.load.as_ref().map(|ls| {
-        let named: Vec<(f64, TimerSource)> = settings
-            .timers_s
-            .iter()
-            .map(|&t| (t, TimerSource::Flag))
-            .collect();
-        let (mut load, more) =
-            verdict::analyze_load(recs, &processes, ls.factor, ls.cliff_slack_s, &named);
+    let named: Vec<(f64, TimerSource)> = settings
+        .timers_s
+        .iter()
+        .map(|&t| (t, TimerSource::Flag))
+        .collect();
+    // Timers that start with each request: --timer, then the server's own command line.
+    let mut request_named = named.clone();
+    request_named.extend(request_timers::command_line_timers(&server_command(recs)));
+
+    let mut ladder = settings
+        .load
+        .as_ref()
+        .map(|_| verdict::LoadAcc::new(recs, &processes, &named));
+    let mut failures = settings
+        .load
+        .as_ref()
+        .map(|_| request_timers::Failures::new(recs));
+    let mut picture_requests = picture::Requests::new(end_s);
+    if requests > 0 {
+        for r in requests_pass() {
+            if let Some(l) = ladder.as_mut() {
+                l.request(&r);
+            }
+            if let Some(f) = failures.as_mut() {
+                f.request(&r);
+            }
+            picture_requests.request(&r);
+        }
+    }
+    let mut load = settings.load.as_ref().zip(ladder).map(|(ls, acc)| {
+        let (mut load, more) = acc.finish(ls.factor, ls.cliff_slack_s);
         suspicions.extend(more);
-        // Timers that start with each request: --timer, then the server's own command line.
-        let mut request_named = named.clone();
-        request_named.extend(request_timers::command_line_timers(&server_command(recs)));
-        suspicions.extend(request_timers::suspicions(recs, &request_named));
+        if let Some(f) = failures.take() {
+            suspicions.extend(f.finish(recs, &request_named));
+        }
         if partial.is_some() {
             verdict::stopped_early(&mut load, &ls.levels, end_reason(recs).as_deref());
         }
         load
     });
-    let merged = merged::analyze(
-        &journal.header,
+    let merged = merged::analyze_streaming(
+        header,
         recs,
+        &mut requests_pass().take(if header.sources.is_empty() {
+            0
+        } else {
+            usize::MAX
+        }),
+        &spans,
         &processes,
         &settings,
         load.as_mut(),
         &mut suspicions,
     );
     suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-    let soak = soak::analyze_soak(recs, &settings, end_s);
+    let soak = if soak::SoakSettings::of(&settings).is_some() {
+        soak::analyze_soak_streaming(recs, &mut requests_pass(), &settings, end_s)
+    } else {
+        None
+    };
     Analysis {
-        mode: journal.header.mode.clone(),
-        command: journal.header.command.clone(),
-        started_at: journal.header.started_at.clone(),
-        hostname: journal.header.hostname.clone(),
+        mode: header.mode.clone(),
+        command: header.command.clone(),
+        started_at: header.started_at.clone(),
+        hostname: header.hostname.clone(),
         end_s,
         partial,
-        picture: picture::build(recs, &processes, &suspicions),
+        picture: picture::build_with(recs, &processes, &suspicions, picture_requests),
         suspicions,
         load,
         soak,
@@ -205,13 +273,13 @@ fn end_reason(recs: &[Record]) -> Option<String> {
     })
 }
 
-/// Why the run is partial, in the words every view uses, or None if it ended cleanly.
-pub fn partial_reason(journal: &Loaded) -> Option<String> {
-    let end = journal.end_s();
-    if let Some(t) = &journal.truncated {
+/// Why the run is partial, in the words every view uses, or None if it ended cleanly. `end`: the
+/// journal's last timestamp; `truncated`: how its last line was cut off, if it was.
+pub fn partial_reason(recs: &[Record], end: f64, truncated: Option<&str>) -> Option<String> {
+    if let Some(t) = truncated {
         return Some(format!("partial: journal ends at t={end:.3}s ({t})"));
     }
-    match journal.records.iter().rev().find_map(|r| match &r.event {
+    match recs.iter().rev().find_map(|r| match &r.event {
         Event::End {
             partial, reason, ..
         } => Some((*partial, reason.clone())),
@@ -402,7 +470,7 @@ pub fn age_words(s: f64) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::journal::{Header, Stream};
+    use crate::journal::{Header, Loaded, Stream};
 
     pub fn loaded(events: Vec<(f64, Event)>) -> Loaded {
         Loaded {

@@ -17,8 +17,9 @@ use crate::journal::{secs, Event, Outcome, Probe, Record};
 
 /// More requests than this are drawn as per-bucket counts, not one bar each.
 pub const SPAN_LIMIT: usize = 10_000;
-/// More requests than this are not kept one by one at all (only counted), to bound memory.
-pub const SPAN_KEEP: usize = 1_000_000;
+/// More requests than this are not kept one by one at all (only counted and bucketed), to bound
+/// memory: about 7 MB of spans at most, whatever the run's length.
+pub const SPAN_KEEP: usize = 100_000;
 /// How many time buckets an aggregate has across the run.
 pub const BUCKETS: usize = 300;
 /// The most points one resource series keeps.
@@ -217,7 +218,30 @@ pub struct Picture {
 }
 
 pub fn build(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> Picture {
-    let (mut groups, spans, dropped) = requests(recs);
+    let end_s = recs.iter().map(|r| r.t_s).fold(0.0, f64::max);
+    let mut acc = Requests::new(end_s);
+    for r in recs {
+        acc.request(r);
+    }
+    build_with(recs, lives, suspicions, acc)
+}
+
+/// The picture from the run's lifecycle records and the requests already folded into `acc`.
+pub fn build_with(
+    recs: &[Record],
+    lives: &[ProcessLife],
+    suspicions: &[Suspicion],
+    acc: Requests,
+) -> Picture {
+    let Requests {
+        mut groups,
+        spans,
+        dropped,
+        bucket_s,
+        counts,
+        max_duration_s,
+        ..
+    } = acc;
     let levels = levels(recs);
     for g in groups.iter_mut() {
         g.concurrency = levels
@@ -231,9 +255,14 @@ pub fn build(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -
         .map(|r| r.t_s)
         .chain(markers.iter().map(|m| m.t_s))
         .chain(spans.iter().map(|s| s.end_s))
+        .chain(groups.iter().map(|g| g.last_s))
         .fold(0.0, f64::max);
     let total: u64 = groups.iter().flat_map(|g| g.counts).sum();
-    let aggregate = (total as usize > SPAN_LIMIT).then(|| aggregate(recs, &groups, end_s));
+    let aggregate = (total as usize > SPAN_LIMIT).then_some(Aggregate {
+        bucket_s,
+        counts,
+        max_duration_s,
+    });
     let mut totals = [0u64; 4];
     for g in &groups {
         for (t, c) in totals.iter_mut().zip(g.counts) {
@@ -269,13 +298,36 @@ fn exchange(recs: &[Record]) -> Option<String> {
     })
 }
 
-fn requests(recs: &[Record]) -> (Vec<Group>, Vec<Span>, u64) {
-    let mut groups: Vec<Group> = Vec::new();
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    let mut rows: HashMap<(usize, u32), u32> = HashMap::new();
-    let mut spans = Vec::new();
-    let mut dropped = 0;
-    for r in recs {
+/// The requests folded in one streaming pass: groups with their counts, one span per request up to
+/// [`SPAN_KEEP`], and per-bucket counts and maxima over the run (`end_s` from a first pass), which
+/// the views draw instead of spans beyond [`SPAN_LIMIT`].
+pub struct Requests {
+    groups: Vec<Group>,
+    index: HashMap<String, usize>,
+    rows: HashMap<(usize, u32), u32>,
+    spans: Vec<Span>,
+    dropped: u64,
+    bucket_s: f64,
+    counts: Vec<Vec<[u32; 4]>>,
+    max_duration_s: Vec<Vec<f64>>,
+}
+
+impl Requests {
+    /// `end_s`: the run's last timestamp (the aggregate's buckets span 0..end_s).
+    pub fn new(end_s: f64) -> Self {
+        Self {
+            groups: Vec::new(),
+            index: HashMap::new(),
+            rows: HashMap::new(),
+            spans: Vec::new(),
+            dropped: 0,
+            bucket_s: (end_s / BUCKETS as f64).max(1e-6),
+            counts: Vec::new(),
+            max_duration_s: Vec::new(),
+        }
+    }
+
+    pub fn request(&mut self, r: &Record) {
         let Event::Request {
             id,
             group,
@@ -287,31 +339,41 @@ fn requests(recs: &[Record]) -> (Vec<Group>, Vec<Span>, u64) {
             ..
         } = &r.event
         else {
-            continue;
+            return;
         };
         let end_s = start_s + duration_s;
-        let g = *index.entry(group.as_str()).or_insert_with(|| {
-            groups.push(Group {
-                name: group.clone(),
-                concurrency: None,
-                rows: 0,
-                first_s: *start_s,
-                last_s: end_s,
-                counts: [0; 4],
-            });
-            groups.len() - 1
-        });
-        let next = groups[g].rows;
-        let row = *rows.entry((g, *worker)).or_insert(next);
-        let grp = &mut groups[g];
+        let g = match self.index.get(group.as_str()) {
+            Some(&g) => g,
+            None => {
+                self.groups.push(Group {
+                    name: group.clone(),
+                    concurrency: None,
+                    rows: 0,
+                    first_s: *start_s,
+                    last_s: end_s,
+                    counts: [0; 4],
+                });
+                self.counts.push(vec![[0u32; 4]; BUCKETS]);
+                self.max_duration_s.push(vec![0.0f64; BUCKETS]);
+                self.index.insert(group.clone(), self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+        };
+        let next = self.groups[g].rows;
+        let row = *self.rows.entry((g, *worker)).or_insert(next);
+        let grp = &mut self.groups[g];
         grp.rows = grp.rows.max(row + 1);
         grp.first_s = grp.first_s.min(*start_s);
         grp.last_s = grp.last_s.max(end_s);
         let class = Class::of(outcome);
         grp.counts[class.index()] += 1;
-        if spans.len() >= SPAN_KEEP {
-            dropped += 1;
-            continue;
+        let b = ((end_s / self.bucket_s) as usize).min(BUCKETS - 1);
+        self.counts[g][b][class.index()] += 1;
+        let m = &mut self.max_duration_s[g][b];
+        *m = m.max(*duration_s);
+        if self.spans.len() >= SPAN_KEEP {
+            self.dropped += 1;
+            return;
         }
         let what = match (class, status) {
             (Class::Ok, None) => String::new(),
@@ -319,7 +381,7 @@ fn requests(recs: &[Record]) -> (Vec<Group>, Vec<Span>, u64) {
             (Class::Ok, Some(s)) => format!("ok {s}"),
             _ => outcome.describe(),
         };
-        spans.push(Span {
+        self.spans.push(Span {
             id: *id,
             group: g,
             worker: *worker,
@@ -329,41 +391,6 @@ fn requests(recs: &[Record]) -> (Vec<Group>, Vec<Span>, u64) {
             class,
             what,
         });
-    }
-    (groups, spans, dropped)
-}
-
-fn aggregate(recs: &[Record], groups: &[Group], end_s: f64) -> Aggregate {
-    let bucket_s = (end_s / BUCKETS as f64).max(1e-6);
-    let mut counts = vec![vec![[0u32; 4]; BUCKETS]; groups.len()];
-    let mut max_duration_s = vec![vec![0.0f64; BUCKETS]; groups.len()];
-    let index: HashMap<&str, usize> = groups
-        .iter()
-        .enumerate()
-        .map(|(i, g)| (g.name.as_str(), i))
-        .collect();
-    for r in recs {
-        if let Event::Request {
-            group,
-            start_s,
-            duration_s,
-            outcome,
-            ..
-        } = &r.event
-        {
-            let Some(&g) = index.get(group.as_str()) else {
-                continue;
-            };
-            let b = (((start_s + duration_s) / bucket_s) as usize).min(BUCKETS - 1);
-            counts[g][b][Class::of(outcome).index()] += 1;
-            let m = &mut max_duration_s[g][b];
-            *m = m.max(*duration_s);
-        }
-    }
-    Aggregate {
-        bucket_s,
-        counts,
-        max_duration_s,
     }
 }
 

@@ -75,35 +75,78 @@ pub fn command_line_timers(command: &[String]) -> Vec<(f64, TimerSource)> {
 /// The suspicions a run's failed requests raise. `named`: the `--timer` values and the timers the
 /// server's command line names.
 pub fn suspicions(recs: &[Record], named: &[(f64, TimerSource)]) -> Vec<Suspicion> {
-    // A request that failed as the server process exited died with it: the same duration for all
-    // the requests of a level that started together is one exit, not a timer per request (the
-    // exit's own timer is judged apart, from the process's age).
-    let exits: Vec<f64> = recs
-        .iter()
-        .filter_map(|r| match &r.event {
-            Event::Exit {
-                requested: false, ..
-            } => Some(r.t_s),
-            _ => None,
-        })
-        .collect();
-    let with_an_exit = |end: f64| exits.iter().any(|&x| x >= end - 0.05 && x <= end + 0.25);
-    let mut failed: Vec<Failed> = recs
-        .iter()
-        .filter_map(|r| match &r.event {
-            Event::Request {
-                duration_s,
-                outcome,
-                ..
-            } if server_gave_up(outcome) && *duration_s >= MIN_SECONDS && !with_an_exit(r.t_s) => {
-                Some(Failed {
-                    duration_s: *duration_s,
-                    end_s: r.t_s,
-                })
-            }
-            _ => None,
-        })
-        .collect();
+    let mut acc = Failures::new(recs);
+    for r in recs {
+        acc.request(r);
+    }
+    acc.finish(recs, named)
+}
+
+/// Failed requests kept for clustering at most (16 bytes each): beyond that, the first ones judge.
+pub const FAILED_KEPT: usize = 100_000;
+
+/// The failed requests that may show a timer, folded in one streaming pass.
+pub struct Failures {
+    /// Unrequested exits: a request that failed as the server process exited died with it (the same
+    /// duration for all the requests of a level that started together is one exit, not a timer per
+    /// request; the exit's own timer is judged apart, from the process's age).
+    exits: Vec<f64>,
+    failed: Vec<Failed>,
+}
+
+impl Failures {
+    pub fn new(recs: &[Record]) -> Self {
+        let exits = recs
+            .iter()
+            .filter_map(|r| match &r.event {
+                Event::Exit {
+                    requested: false, ..
+                } => Some(r.t_s),
+                _ => None,
+            })
+            .collect();
+        Self {
+            exits,
+            failed: Vec::new(),
+        }
+    }
+
+    pub fn request(&mut self, r: &Record) {
+        let Event::Request {
+            duration_s,
+            outcome,
+            ..
+        } = &r.event
+        else {
+            return;
+        };
+        let end = r.t_s;
+        if self.failed.len() >= FAILED_KEPT
+            || !server_gave_up(outcome)
+            || *duration_s < MIN_SECONDS
+            || self
+                .exits
+                .iter()
+                .any(|&x| x >= end - 0.05 && x <= end + 0.25)
+        {
+            return;
+        }
+        self.failed.push(Failed {
+            duration_s: *duration_s,
+            end_s: end,
+        });
+    }
+
+    pub fn finish(self, recs: &[Record], named: &[(f64, TimerSource)]) -> Vec<Suspicion> {
+        clusters(self.failed, recs, named)
+    }
+}
+
+fn clusters(
+    mut failed: Vec<Failed>,
+    recs: &[Record],
+    named: &[(f64, TimerSource)],
+) -> Vec<Suspicion> {
     if failed.len() < MIN_CLUSTER {
         return vec![];
     }

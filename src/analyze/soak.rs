@@ -274,6 +274,17 @@ struct Req<'a> {
 
 /// The soak analysis of a journal, or None when it is not a soak's.
 pub fn analyze_soak(recs: &[Record], settings: &Settings, end_s: f64) -> Option<SoakAnalysis> {
+    analyze_soak_streaming(recs, &mut recs.iter().cloned(), settings, end_s)
+}
+
+/// The soak analysis from the run's lifecycle records (`recs`) and its requests streamed once
+/// (`requests`; anything else in it is ignored), folded per kind into bounded summaries.
+pub fn analyze_soak_streaming(
+    recs: &[Record],
+    requests: &mut dyn Iterator<Item = Record>,
+    settings: &Settings,
+    end_s: f64,
+) -> Option<SoakAnalysis> {
     let ss = SoakSettings::of(settings)?;
 
     // Intervals and the workload's span.
@@ -327,7 +338,7 @@ pub fn analyze_soak(recs: &[Record], settings: &Settings, end_s: f64) -> Option<
     let mut kinds: BTreeMap<String, Fold> = BTreeMap::new();
     let mut totals = Fold::default();
     let mut per_fault = vec![0u64; injected.len()];
-    for r in recs {
+    for r in requests {
         let Event::Request {
             group,
             start_s,

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::inflight::Happenings;
-use super::stats::{latency_of, Latency};
+use super::stats::{Latency, Summary};
 use super::timers::{timer_at, TimerSource};
 use super::{ProcessLife, Suspicion};
 pub use crate::journal::group_of_level;
@@ -124,92 +124,139 @@ pub fn analyze_load(
     slack_s: f64,
     named: &[(f64, TimerSource)],
 ) -> (LoadAnalysis, Vec<Suspicion>) {
-    let mut floor = None;
-    let mut refused = None;
-    let mut ready = None;
-    let mut levels: Vec<LevelRow> = Vec::new();
-    let mut suspicions = Vec::new();
+    let mut acc = LoadAcc::new(recs, lives, named);
     for r in recs {
-        match &r.event {
-            Event::ConnectFloor {
-                host,
-                port,
-                addrs,
-                median_ms,
-                limit_ms,
-                advice,
-            } => {
-                floor = Some(FloorRow {
-                    host: host.clone(),
-                    port: *port,
-                    median_ms: *median_ms,
-                    limit_ms: *limit_ms,
-                    addrs: addrs.clone(),
-                    advice: advice.clone(),
-                })
-            }
-            Event::Note { level, text } if level == "refused" => refused = Some(text.clone()),
-            Event::Ready { ok, waited_s, .. } => ready = Some((*ok, *waited_s)),
-            Event::LevelStart {
-                index,
-                concurrency,
-                health,
-                identity,
-                skipped,
-            } => levels.push(LevelRow {
-                index: *index,
-                concurrency: *concurrency,
-                verdict: if skipped.is_some() {
-                    "skipped"
-                } else {
-                    "pending"
+        acc.request(r);
+    }
+    acc.finish(factor, slack_s)
+}
+
+/// Request-driven suspicions (a failed request that died with the server at a timer) kept at most.
+const REQUEST_SUSPICIONS_KEPT: usize = 100;
+
+/// The ladder's verdicts built in one streaming pass over the requests: `new` reads the lifecycle
+/// context (levels, probes, lives), `request` folds one request into bounded state (counts and HDR
+/// summaries per level, the first failures annotated), `finish` judges.
+pub struct LoadAcc<'a> {
+    recs: &'a [Record],
+    lives: &'a [ProcessLife],
+    named: &'a [(f64, TimerSource)],
+    seen: Happenings,
+    floor: Option<FloorRow>,
+    refused: Option<String>,
+    ready: Option<(bool, f64)>,
+    levels: Vec<LevelRow>,
+    suspicions: Vec<Suspicion>,
+    /// Durations per level: ok ones (latency) and failed ones (time to give up), apart.
+    ok_durations: BTreeMap<u32, Summary>,
+    failed_durations: BTreeMap<u32, Summary>,
+    /// The server's first refusal per level, in its own words (status and the start of the body).
+    refusals: BTreeMap<u32, String>,
+}
+
+impl<'a> LoadAcc<'a> {
+    /// `recs`: the run's records; requests among them are ignored here (feed them to `request`).
+    pub fn new(
+        recs: &'a [Record],
+        lives: &'a [ProcessLife],
+        named: &'a [(f64, TimerSource)],
+    ) -> Self {
+        let mut floor = None;
+        let mut refused = None;
+        let mut ready = None;
+        let mut levels: Vec<LevelRow> = Vec::new();
+        for r in recs {
+            match &r.event {
+                Event::ConnectFloor {
+                    host,
+                    port,
+                    addrs,
+                    median_ms,
+                    limit_ms,
+                    advice,
+                } => {
+                    floor = Some(FloorRow {
+                        host: host.clone(),
+                        port: *port,
+                        median_ms: *median_ms,
+                        limit_ms: *limit_ms,
+                        addrs: addrs.clone(),
+                        advice: advice.clone(),
+                    })
                 }
-                .into(),
-                counts: Counts::default(),
-                max_s: None,
-                latency: None,
-                time_to_give_up: None,
-                errors_by_kind: BTreeMap::new(),
-                health_before: health.clone(),
-                health_after: None,
-                restarted: false,
-                identity_before: identity.clone(),
-                identity_after: None,
-                reasons: skipped.iter().cloned().collect(),
-                identity_unread: None,
-                start_t_s: r.t_s,
-                end_t_s: None,
-                failures: vec![],
-                notes: vec![],
-                stopped: None,
-            }),
-            Event::LevelEnd {
-                index,
-                health,
-                identity,
-                stopped,
-                not_sent,
-                ..
-            } => {
-                if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
-                    l.stopped = stopped.clone();
-                    l.counts.not_sent = not_sent.unwrap_or(0);
-                    l.health_after = Some(health.clone());
-                    l.identity_after = identity.clone();
-                    l.end_t_s = Some(r.t_s);
+                Event::Note { level, text } if level == "refused" => refused = Some(text.clone()),
+                Event::Ready { ok, waited_s, .. } => ready = Some((*ok, *waited_s)),
+                Event::LevelStart {
+                    index,
+                    concurrency,
+                    health,
+                    identity,
+                    skipped,
+                } => levels.push(LevelRow {
+                    index: *index,
+                    concurrency: *concurrency,
+                    verdict: if skipped.is_some() {
+                        "skipped"
+                    } else {
+                        "pending"
+                    }
+                    .into(),
+                    counts: Counts::default(),
+                    max_s: None,
+                    latency: None,
+                    time_to_give_up: None,
+                    errors_by_kind: BTreeMap::new(),
+                    health_before: health.clone(),
+                    health_after: None,
+                    restarted: false,
+                    identity_before: identity.clone(),
+                    identity_after: None,
+                    reasons: skipped.iter().cloned().collect(),
+                    identity_unread: None,
+                    start_t_s: r.t_s,
+                    end_t_s: None,
+                    failures: vec![],
+                    notes: vec![],
+                    stopped: None,
+                }),
+                Event::LevelEnd {
+                    index,
+                    health,
+                    identity,
+                    stopped,
+                    not_sent,
+                    ..
+                } => {
+                    if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
+                        l.stopped = stopped.clone();
+                        l.counts.not_sent = not_sent.unwrap_or(0);
+                        l.health_after = Some(health.clone());
+                        l.identity_after = identity.clone();
+                        l.end_t_s = Some(r.t_s);
+                    }
                 }
+                _ => {}
             }
-            _ => {}
+        }
+        Self {
+            recs,
+            lives,
+            named,
+            seen: Happenings::new(recs),
+            floor,
+            refused,
+            ready,
+            levels,
+            suspicions: Vec::new(),
+            ok_durations: BTreeMap::new(),
+            failed_durations: BTreeMap::new(),
+            refusals: BTreeMap::new(),
         }
     }
 
-    let seen = Happenings::new(recs);
-    // Requests per level, by group name.
-    let mut ok_durations: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    let mut failed_durations: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    // The server's first refusal per level, in its own words (status and the start of the body).
-    let mut refusals: BTreeMap<u32, String> = BTreeMap::new();
-    for r in recs {
+    /// Folds one record in: a request of a ladder level counts; anything else is ignored.
+    pub fn request(&mut self, r: &Record) {
+        let (recs, lives, named) = (self.recs, self.lives, self.named);
         let Event::Request {
             id,
             group,
@@ -220,13 +267,13 @@ pub fn analyze_load(
             ..
         } = &r.event
         else {
-            continue;
+            return;
         };
         let Some(index) = level_of_group(group) else {
-            continue;
+            return;
         };
-        let Some(l) = levels.iter_mut().rev().find(|l| l.index == index) else {
-            continue;
+        let Some(l) = self.levels.iter_mut().rev().find(|l| l.index == index) else {
+            return;
         };
         l.max_s = Some(l.max_s.unwrap_or(0.0).max(*duration_s));
         if let Outcome::Error {
@@ -236,16 +283,19 @@ pub fn analyze_load(
         {
             // Cut short by witness's own stop: not the server's failure, and never latency.
             l.counts.interrupted += 1;
-            continue;
+            return;
         }
         match outcome {
             Outcome::Ok => {
                 l.counts.ok += 1;
-                ok_durations.entry(index).or_default().push(*duration_s);
+                self.ok_durations
+                    .entry(index)
+                    .or_default()
+                    .record(*duration_s);
             }
             Outcome::Rejected { reason, .. } => {
                 l.counts.rejected += 1;
-                refusals
+                self.refusals
                     .entry(index)
                     .or_insert_with(|| detail.clone().unwrap_or_else(|| reason.clone()));
             }
@@ -266,13 +316,16 @@ pub fn analyze_load(
                     l.counts.error += 1;
                 }
                 *l.errors_by_kind.entry(outcome.describe()).or_default() += 1;
-                failed_durations.entry(index).or_default().push(*duration_s);
+                self.failed_durations
+                    .entry(index)
+                    .or_default()
+                    .record(*duration_s);
                 let end = r.t_s;
                 let kept = l.failures.len() < FAILURES_KEPT;
                 let (annotation, exit) = annotate(
                     recs,
                     lives,
-                    kept.then_some(&seen),
+                    kept.then_some(&self.seen),
                     *start_s,
                     end,
                     outcome,
@@ -290,9 +343,10 @@ pub fn analyze_load(
                     });
                 }
                 // A request that ended at a timer while the server died: the harness timed the timer.
-                if let Some(life) = exit {
+                if let Some(life) = exit.filter(|_| self.suspicions.len() < REQUEST_SUSPICIONS_KEPT)
+                {
                     let what = format!("request {id} at level {}", l.concurrency);
-                    suspicions.extend(request_at_timer(
+                    self.suspicions.extend(request_at_timer(
                         &what,
                         outcome,
                         *duration_s,
@@ -305,148 +359,163 @@ pub fn analyze_load(
         }
     }
 
-    let mut health: Vec<f64> = recs
-        .iter()
-        .filter_map(|r| match &r.event {
-            Event::Health { probe, .. } if probe.healthy() => Some(probe.duration_s),
-            _ => None,
-        })
-        .collect();
-    health.sort_by(|a, b| a.total_cmp(b));
-    let health_median = health.get(health.len() / 2).copied();
-    for l in levels.iter_mut() {
-        l.latency = ok_durations
-            .get(&l.index)
-            .and_then(|d| latency_of(d.iter().copied()));
-        l.time_to_give_up = failed_durations
-            .get(&l.index)
-            .and_then(|d| latency_of(d.iter().copied()));
-        if let Some(end) = l.end_t_s {
-            let changed = match (&l.identity_before, &l.identity_after) {
-                (Some(a), Some(b)) => a != b,
-                (Some(_), None) => true,
-                _ => false,
-            };
-            let lifecycle = lives.iter().any(|p| {
-                (p.spawn_t_s > l.start_t_s && p.spawn_t_s <= end)
-                    || p.exit_t_s.is_some_and(|x| x >= l.start_t_s && x <= end)
-            });
-            l.restarted = changed || lifecycle;
-            // No identity is no evidence: a level is never clean unless witness saw who served it.
-            if !l.restarted {
-                l.identity_unread = match (&l.identity_before, &l.identity_after) {
-                    (None, _) => Some("before the level".into()),
-                    (_, None) => Some("after the level".into()),
-                    _ => None,
-                };
-            }
-        }
-        let outside = Outside {
-            health_s: health_median,
-            floor_s: floor.as_ref().and_then(|f| f.median_ms).map(|m| m / 1000.0),
-        };
-        match cluster_suspicion(l, ok_durations.get(&l.index), named, outside) {
-            Some(Constant::Alarm(s)) => suspicions.push(s),
-            Some(Constant::Note(n)) => l.notes.push(n),
-            None => {}
-        }
-    }
-
-    // The cliff rule's base: the per-request max at the lowest level that ran cleanly.
-    let base = levels
-        .iter()
-        .filter(|l| l.verdict == "pending" && l.latency.is_some())
-        .min_by_key(|l| l.concurrency)
-        .map(|l| l.latency.as_ref().map(|x| x.max).unwrap_or(0.0) / l.concurrency.max(1) as f64);
-    for l in levels.iter_mut() {
-        if l.verdict == "skipped" {
-            continue;
-        }
-        let mut reasons = Vec::new();
-        if l.counts.timeout > 0 {
-            reasons.push(plural(l.counts.timeout, "timeout"));
-        }
-        if l.counts.error > 0 {
-            reasons.push(plural(l.counts.error, "error"));
-        }
-        if l.counts.no_listener > 0 {
-            reasons.push(format!(
-                "{} sent while nothing listened (connect refused; not the server's failures)",
-                plural(l.counts.no_listener, "request")
-            ));
-        }
-        if let Some(why) = &l.stopped {
-            reasons.push(format!(
-                "{}: {} not sent",
-                why,
-                plural(l.counts.not_sent, "request")
-            ));
-        }
-        if l.counts.ok
-            + l.counts.timeout
-            + l.counts.error
-            + l.counts.rejected
-            + l.counts.no_listener
-            == 0
-        {
-            reasons.push("no request completed".into());
-        } else if l.counts.ok == 0 && l.counts.rejected > 0 {
-            // Refusing work is correct under overload, but a level that served nothing measured
-            // nothing: it is not a pass.
-            let why = refusals.get(&l.index).cloned().unwrap_or_default();
-            reasons.push(format!(
-                "served nothing: the server refused every request ({why})"
-            ));
-        }
-        match &l.health_after {
-            Some(h) if !h.healthy() => reasons.push(format!("health after: {}", h.text())),
-            None => reasons.push("level did not finish (no health after)".into()),
-            _ => {}
-        }
-        if l.restarted {
-            reasons.insert(0, "restarted".into());
-        }
-        if let Some(when) = &l.identity_unread {
-            reasons.push(format!(
-                "identity could not be read {when}: a restart cannot be ruled out"
-            ));
-        }
-        if let (Some(b), Some(lat)) = (base, &l.latency) {
-            let allowed = l.concurrency as f64 * b * factor + slack_s;
-            if lat.max > allowed * (1.0 + 1e-9) {
-                reasons.push(format!(
-                    "max ok {} > {} × {} × {} + {} slack = {} (a cliff, not a line)",
-                    secs(lat.max),
-                    l.concurrency,
-                    secs(b),
-                    factor,
-                    secs(slack_s),
-                    secs(allowed)
-                ));
-            }
-        }
-        l.verdict = if reasons.is_empty() { "pass" } else { "fail" }.into();
-        l.reasons = reasons;
-    }
-    let verdict = if refused.is_some() {
-        "refused"
-    } else if !levels.is_empty() && levels.iter().all(|l| l.verdict == "pass") {
-        "pass"
-    } else {
-        "fail"
-    };
-    (
-        LoadAnalysis {
-            verdict: verdict.into(),
-            connect_floor_ms: floor.as_ref().and_then(|f| f.median_ms),
+    /// Judges every level from what was folded in.
+    pub fn finish(self, factor: f64, slack_s: f64) -> (LoadAnalysis, Vec<Suspicion>) {
+        let LoadAcc {
+            recs,
+            lives,
+            named,
             floor,
             refused,
             ready,
-            levels,
-            levels_not_run: Vec::new(),
-        },
-        suspicions,
-    )
+            mut levels,
+            mut suspicions,
+            ok_durations,
+            failed_durations,
+            refusals,
+            ..
+        } = self;
+        let mut health: Vec<f64> = recs
+            .iter()
+            .filter_map(|r| match &r.event {
+                Event::Health { probe, .. } if probe.healthy() => Some(probe.duration_s),
+                _ => None,
+            })
+            .collect();
+        health.sort_by(|a, b| a.total_cmp(b));
+        let health_median = health.get(health.len() / 2).copied();
+        for l in levels.iter_mut() {
+            l.latency = ok_durations.get(&l.index).and_then(Summary::latency);
+            l.time_to_give_up = failed_durations.get(&l.index).and_then(Summary::latency);
+            if let Some(end) = l.end_t_s {
+                let changed = match (&l.identity_before, &l.identity_after) {
+                    (Some(a), Some(b)) => a != b,
+                    (Some(_), None) => true,
+                    _ => false,
+                };
+                let lifecycle = lives.iter().any(|p| {
+                    (p.spawn_t_s > l.start_t_s && p.spawn_t_s <= end)
+                        || p.exit_t_s.is_some_and(|x| x >= l.start_t_s && x <= end)
+                });
+                l.restarted = changed || lifecycle;
+                // No identity is no evidence: a level is never clean unless witness saw who served it.
+                if !l.restarted {
+                    l.identity_unread = match (&l.identity_before, &l.identity_after) {
+                        (None, _) => Some("before the level".into()),
+                        (_, None) => Some("after the level".into()),
+                        _ => None,
+                    };
+                }
+            }
+            let outside = Outside {
+                health_s: health_median,
+                floor_s: floor.as_ref().and_then(|f| f.median_ms).map(|m| m / 1000.0),
+            };
+            match cluster_suspicion(l, ok_durations.get(&l.index), named, outside) {
+                Some(Constant::Alarm(s)) => suspicions.push(s),
+                Some(Constant::Note(n)) => l.notes.push(n),
+                None => {}
+            }
+        }
+
+        // The cliff rule's base: the per-request max at the lowest level that ran cleanly.
+        let base = levels
+            .iter()
+            .filter(|l| l.verdict == "pending" && l.latency.is_some())
+            .min_by_key(|l| l.concurrency)
+            .map(|l| {
+                l.latency.as_ref().map(|x| x.max).unwrap_or(0.0) / l.concurrency.max(1) as f64
+            });
+        for l in levels.iter_mut() {
+            if l.verdict == "skipped" {
+                continue;
+            }
+            let mut reasons = Vec::new();
+            if l.counts.timeout > 0 {
+                reasons.push(plural(l.counts.timeout, "timeout"));
+            }
+            if l.counts.error > 0 {
+                reasons.push(plural(l.counts.error, "error"));
+            }
+            if l.counts.no_listener > 0 {
+                reasons.push(format!(
+                    "{} sent while nothing listened (connect refused; not the server's failures)",
+                    plural(l.counts.no_listener, "request")
+                ));
+            }
+            if let Some(why) = &l.stopped {
+                reasons.push(format!(
+                    "{}: {} not sent",
+                    why,
+                    plural(l.counts.not_sent, "request")
+                ));
+            }
+            if l.counts.ok
+                + l.counts.timeout
+                + l.counts.error
+                + l.counts.rejected
+                + l.counts.no_listener
+                == 0
+            {
+                reasons.push("no request completed".into());
+            } else if l.counts.ok == 0 && l.counts.rejected > 0 {
+                // Refusing work is correct under overload, but a level that served nothing measured
+                // nothing: it is not a pass.
+                let why = refusals.get(&l.index).cloned().unwrap_or_default();
+                reasons.push(format!(
+                    "served nothing: the server refused every request ({why})"
+                ));
+            }
+            match &l.health_after {
+                Some(h) if !h.healthy() => reasons.push(format!("health after: {}", h.text())),
+                None => reasons.push("level did not finish (no health after)".into()),
+                _ => {}
+            }
+            if l.restarted {
+                reasons.insert(0, "restarted".into());
+            }
+            if let Some(when) = &l.identity_unread {
+                reasons.push(format!(
+                    "identity could not be read {when}: a restart cannot be ruled out"
+                ));
+            }
+            if let (Some(b), Some(lat)) = (base, &l.latency) {
+                let allowed = l.concurrency as f64 * b * factor + slack_s;
+                if lat.max > allowed * (1.0 + 1e-9) {
+                    reasons.push(format!(
+                        "max ok {} > {} × {} × {} + {} slack = {} (a cliff, not a line)",
+                        secs(lat.max),
+                        l.concurrency,
+                        secs(b),
+                        factor,
+                        secs(slack_s),
+                        secs(allowed)
+                    ));
+                }
+            }
+            l.verdict = if reasons.is_empty() { "pass" } else { "fail" }.into();
+            l.reasons = reasons;
+        }
+        let verdict = if refused.is_some() {
+            "refused"
+        } else if !levels.is_empty() && levels.iter().all(|l| l.verdict == "pass") {
+            "pass"
+        } else {
+            "fail"
+        };
+        (
+            LoadAnalysis {
+                verdict: verdict.into(),
+                connect_floor_ms: floor.as_ref().and_then(|f| f.median_ms),
+                floor,
+                refused,
+                ready,
+                levels,
+                levels_not_run: Vec::new(),
+            },
+            suspicions,
+        )
+    }
 }
 
 /// A failed request that ended just at a timer while the server process died: the harness timed the
@@ -712,13 +781,13 @@ enum Constant {
 /// or the network only when witness's own probes (health, connect floor) carry the same constant.
 fn cluster_suspicion(
     l: &LevelRow,
-    ok: Option<&Vec<f64>>,
+    ok: Option<&Summary>,
     named: &[(f64, TimerSource)],
     outside: Outside,
 ) -> Option<Constant> {
-    let d = ok?;
+    let n = ok?.count();
     let lat = l.latency.as_ref()?;
-    if d.len() < 3 || lat.p50 < 0.5 {
+    if n < 3 || lat.p50 < 0.5 {
         return None;
     }
     let spread = (lat.max - lat.min) / lat.p50;
@@ -736,7 +805,7 @@ fn cluster_suspicion(
         return Some(Constant::Note(format!(
             "level {}: {} ok requests all took {:.3}–{:.3} s, no tail, while health probes answered in {} and connects in {}: a fixed delay inside this endpoint",
             l.concurrency,
-            d.len(),
+            n,
             lat.min,
             lat.max,
             fmt(outside.health_s),
@@ -753,7 +822,7 @@ fn cluster_suspicion(
         detail: format!(
             "level {}: {} ok requests all took {:.3}–{:.3} s, no tail, at {}, and witness's own probes carry the same constant: a timeout in the client or network (an IPv6 connect falling back?)",
             l.concurrency,
-            d.len(),
+            n,
             lat.min,
             lat.max,
             src.describe(t)

@@ -510,8 +510,8 @@ pub(crate) fn foreign_listener(port: u16) -> Option<String> {
 /// partial), and the level's terminal line comes from the same analysis of the journal so far.
 fn after_level(journal: &Journal, args: &LoadArgs, index: u32) -> Option<String> {
     journal.flush().ok()?;
-    let loaded = crate::journal::read(journal.path()).ok()?;
-    let a = crate::analyze::analyze(&loaded);
+    let file = crate::sources::journal::JournalFile::open(journal.path()).ok()?;
+    let a = crate::analyze::analyze(&file);
     if let Some(p) = &args.output.report {
         if let Err(e) = report::write_file(&report::json::Json, &a, p, "--report") {
             eprintln!("witness: {e:#}");

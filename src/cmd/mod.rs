@@ -191,8 +191,8 @@ pub fn render_run(
     term: &views::terminal::Terminal,
 ) -> anyhow::Result<Analysis> {
     use crate::report::View;
-    let loaded = crate::journal::read(journal.path())?;
-    let analysis = crate::analyze::analyze(&loaded);
+    let file = crate::sources::journal::JournalFile::open(journal.path())?;
+    let analysis = crate::analyze::analyze(&file);
     eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
     eprintln!("witness: journal: {}", journal.path().display());
     write_views(output, &analysis)?;

@@ -15,26 +15,27 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         || !args.k6.is_empty()
         || !args.clock_offset.is_empty()
         || format == ReportFormat::Journal;
-    let loaded = if merging {
-        let merged = merge(&args)?;
+    let analysis = if merging {
         if format == ReportFormat::Journal {
-            return write_journal(merged, args.output.as_deref());
+            return write_journal(merge(&args)?, args.output.as_deref());
         }
-        let (loaded, warnings) = merged.into_loaded();
-        for w in warnings {
-            eprintln!("witness: {w}");
+        let merged = crate::sources::MergedReplay::open(&specs(&args)?, std::env::args().collect())
+            .map_err(|e| crate::error::usage(format!("{e:#}")))?;
+        let analysis = crate::analyze::analyze(&merged);
+        for text in reading_notes(&analysis) {
+            eprintln!("witness: {text}");
         }
-        loaded
+        analysis
     } else {
         let journal = &args.journals[0];
-        let loaded =
-            crate::journal::read(journal).map_err(|e| crate::error::usage(format!("{e:#}")))?;
-        for s in &loaded.skipped {
-            eprintln!("witness: {}: skipped an unreadable {s}", journal.display());
+        let file = crate::sources::journal::JournalFile::open(journal)
+            .map_err(|e| crate::error::usage(format!("{e:#}")))?;
+        let analysis = crate::analyze::analyze(&file);
+        for text in reading_notes(&analysis) {
+            eprintln!("witness: {}: {text}", journal.display());
         }
-        loaded
+        analysis
     };
-    let analysis = crate::analyze::analyze(&loaded);
     let to_terminal = args.output.is_none() && std::io::stdout().is_terminal();
     let view: Box<dyn View> = match format {
         ReportFormat::Text => Box::new(report::terminal::Terminal {
@@ -60,8 +61,20 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The inputs as specs, each --clock-offset matched to one of them (a typo is a usage error).
+/// What analysis noted about reading the inputs (cut-off or unreadable lines), for stderr.
+fn reading_notes(a: &crate::analyze::Analysis) -> impl Iterator<Item = &str> {
+    a.notes
+        .iter()
+        .filter_map(|(_, _, text)| text.strip_prefix(crate::analyze::READING))
+}
+
 fn merge(args: &ReportArgs) -> anyhow::Result<crate::sources::Merged> {
+    crate::sources::merge(&specs(args)?, std::env::args().collect())
+        .map_err(|e| crate::error::usage(format!("{e:#}")))
+}
+
+/// The inputs as specs, each --clock-offset matched to one of them (a typo is a usage error).
+fn specs(args: &ReportArgs) -> anyhow::Result<Vec<crate::sources::Spec>> {
     use crate::sources::{Kind, Spec};
     let mut specs: Vec<Spec> = args
         .journals
@@ -111,8 +124,7 @@ fn merge(args: &ReportArgs) -> anyhow::Result<crate::sources::Merged> {
             )));
         }
     }
-    let command = std::env::args().collect();
-    crate::sources::merge(&specs, command).map_err(|e| crate::error::usage(format!("{e:#}")))
+    Ok(specs)
 }
 
 fn write_journal(

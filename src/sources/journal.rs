@@ -94,3 +94,100 @@ impl Iterator for JournalStream {
         }
     }
 }
+
+impl crate::journal::RecordPass for JournalStream {
+    fn state(&self) -> crate::journal::ReadState {
+        let mut skipped = self.skipped.clone();
+        if self.skipped_count > self.skipped.len() as u64 {
+            skipped.push(format!(
+                "… and {} more unreadable line(s)",
+                self.skipped_count - self.skipped.len() as u64
+            ));
+        }
+        crate::journal::ReadState {
+            truncated: self.truncated.clone().or_else(|| self.error.clone()),
+            skipped,
+            warnings: vec![],
+        }
+    }
+}
+
+/// A journal file analysed in passes: each pass opens it again and streams it, so nothing but the
+/// header stays in memory between passes. A pass never reads past the records the first pass saw
+/// (a journal still being written does not grow under the analysis).
+pub struct JournalFile {
+    path: std::path::PathBuf,
+    header: Header,
+    /// Records the first pass yielded; later passes stop there.
+    seen: std::cell::Cell<Option<u64>>,
+}
+
+impl JournalFile {
+    /// Opens the journal and reads its header; a file that is not a journal is an error here.
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        let s = JournalStream::open(path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            header: s.header,
+            seen: std::cell::Cell::new(None),
+        })
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A pass that counts what it yields, so that later passes can stop at the same record.
+struct Counted<'a> {
+    inner: JournalStream,
+    n: u64,
+    limit: Option<u64>,
+    seen: &'a std::cell::Cell<Option<u64>>,
+}
+
+impl Iterator for Counted<'_> {
+    type Item = Record;
+    fn next(&mut self) -> Option<Record> {
+        if self.limit.is_some_and(|l| self.n >= l) {
+            return None;
+        }
+        match self.inner.next() {
+            Some(r) => {
+                self.n += 1;
+                Some(r)
+            }
+            None => {
+                if self.limit.is_none() {
+                    self.seen.set(Some(self.n));
+                }
+                None
+            }
+        }
+    }
+}
+
+impl crate::journal::RecordPass for Counted<'_> {
+    fn state(&self) -> crate::journal::ReadState {
+        crate::journal::RecordPass::state(&self.inner)
+    }
+}
+
+impl crate::journal::Replay for JournalFile {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn pass(&self) -> Box<dyn crate::journal::RecordPass + '_> {
+        match JournalStream::open(&self.path) {
+            Ok(s) => Box::new(Counted {
+                inner: s,
+                n: 0,
+                limit: self.seen.get(),
+                seen: &self.seen,
+            }),
+            Err(e) => Box::new(crate::journal::replay::Failed(format!(
+                "reading {} again failed: {e:#}",
+                self.path.display()
+            ))),
+        }
+    }
+}

@@ -335,7 +335,8 @@ impl Merged {
             .collect()
     }
 
-    /// Collects the merged stream for today's analysis, which takes a loaded journal.
+    /// Collects the merged stream into memory (tests and small inputs; analysis streams instead,
+    /// through [`MergedReplay`]).
     pub fn into_loaded(mut self) -> (Loaded, Vec<String>) {
         let records: Vec<Record> = self.by_ref().collect();
         let warnings = self.warnings();
@@ -454,6 +455,49 @@ impl Merged {
                 exit_code,
             },
             origin: None,
+        }
+    }
+}
+
+impl crate::journal::RecordPass for Merged {
+    fn state(&self) -> crate::journal::ReadState {
+        crate::journal::ReadState {
+            warnings: self.warnings(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Several inputs merged onto one clock, analysed in passes: each pass merges them again from the
+/// files, so the merged run is never held in memory.
+pub struct MergedReplay {
+    specs: Vec<Spec>,
+    command: Vec<String>,
+    header: Header,
+}
+
+impl MergedReplay {
+    /// Opens the inputs once to check them and learn the merged header.
+    pub fn open(specs: &[Spec], command: Vec<String>) -> anyhow::Result<Self> {
+        let first = merge(specs, command.clone())?;
+        Ok(Self {
+            specs: specs.to_vec(),
+            command,
+            header: first.header,
+        })
+    }
+}
+
+impl crate::journal::Replay for MergedReplay {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn pass(&self) -> Box<dyn crate::journal::RecordPass + '_> {
+        match merge(&self.specs, self.command.clone()) {
+            Ok(m) => Box::new(m),
+            Err(e) => Box::new(crate::journal::replay::Failed(format!(
+                "merging the inputs again failed: {e:#}"
+            ))),
         }
     }
 }
