@@ -100,11 +100,12 @@ def oha(url, conns, secs):
     return rps, pct.get("p50", 0) * 1e3, pct.get("p99", 0) * 1e3
 
 
-def witness_load(url, conns, secs, tag, rss=False):
+def witness_load(url, conns, secs, tag, rss=False, rounds=None):
     journal = os.path.join(TMP, f"{tag}.jsonl")
     report = os.path.join(TMP, f"{tag}.json")
+    budget = ["--rounds", str(rounds)] if rounds else ["--duration", f"{secs}s"]
     cmd = [W, "load", "--url", url, "--method", "GET", "--body", "", "--levels", str(conns),
-           "--duration", f"{secs}s", "--settle", "0s", "--gpu", "off",
+           *budget, "--settle", "0s", "--gpu", "off",
            "--journal", journal, "--report", report]
     if rss:
         _, peak = timed_rss(cmd)
@@ -155,24 +156,57 @@ def throughput():
     rows.append((sec, "witness load req/s (journal on)", k(x_), f"{mx / mw:.2f} × wrk, {mx / mo:.2f} × oha"))
 
 
+SOAK_PLAN = """interval = "1s"
+timeout = "5s"
+[target]
+base_url = "http://127.0.0.1:{port}"
+[kinds.get]
+method = "GET"
+path = "/"
+[[drivers]]
+count = 32
+cycle = ["burst"]
+burst = {{ requests = 1000, gap = "1ms" }}
+"""
+
+
 def memory():
     port = free_port()
     p = nginx(port)
     url = f"http://127.0.0.1:{port}/"
     sec = "memory (peak RSS)"
-    runs = []
+    growth = []
     try:
-        for secs in ([1, 4] if QUICK else [2, 20]):
-            r = witness_load(url, CONNS, secs, f"mem{secs}", rss=True)
+        # load: a fixed request count per run (rounds per connection), small and 10-50× larger.
+        runs = []
+        for n in ([100_000, 1_000_000] if QUICK else [100_000, 5_000_000]):
+            r = witness_load(url, CONNS, 0, f"mem{n}", rss=True, rounds=n // CONNS)
             _, rep = timed_rss([W, "report", r["journal"], "--format", "json", "-o", os.path.join(TMP, "rep.json")])
+            os.remove(r["journal"])
             runs.append((r["n"], r["peak_mib"], rep))
             rows.append((sec, f"witness load, {r['n'] / 1000:.0f} k requests", f"{r['peak_mib']:.0f} MiB", ""))
             rows.append((sec, "witness report on that journal", f"{rep:.0f} MiB", ""))
             rows.append((sec, "journal size", f"{r['bytes_per_req']:.0f} B/request", "goal ≤ 100"))
         (n1, l1, r1), (n2, l2, r2) = runs
-        per = lambda a, b: (b - a) * 1024 * 1024 / (n2 - n1)
-        rows.append((sec, "growth between the two runs", f"load {per(l1, l2):.0f} B/request, report {per(r1, r2):.0f} B/request",
-                     "goal: flat (±10 %), ≤ 50 MB"))
+        growth.append(f"load {l2 / l1:.2f}×, report {r2 / r1:.2f}× for {n2 / n1:.0f}× the requests")
+        # soak: the same plan for a short and a long duration.
+        plan = os.path.join(TMP, "plan.toml")
+        open(plan, "w").write(SOAK_PLAN.format(port=port))
+        soaks = []
+        for secs in ([2, 8] if QUICK else [5, 40]):
+            journal = os.path.join(TMP, f"soak{secs}.jsonl")
+            report = os.path.join(TMP, f"soak{secs}.json")
+            _, peak = timed_rss([W, "soak", "--plan", plan, "--duration", f"{secs}s", "--gpu", "off",
+                                 "--seed", "1", "--journal", journal, "--report", report])
+            _, rep = timed_rss([W, "report", journal, "--format", "json", "-o", os.path.join(TMP, "rep.json")])
+            n = json.load(open(report))["totals"]["requests"]
+            os.remove(journal)
+            soaks.append((n, peak, rep))
+            rows.append((sec, f"witness soak, {n / 1000:.0f} k requests", f"{peak:.0f} MiB", ""))
+            rows.append((sec, "witness report on that journal", f"{rep:.0f} MiB", ""))
+        (n1, s1, q1), (n2, s2, q2) = soaks
+        growth.append(f"soak {s2 / s1:.2f}×, report {q2 / q1:.2f}× for {n2 / n1:.0f}× the requests")
+        rows.append((sec, "peak RSS, larger run ÷ smaller run", "; ".join(growth), "goal: flat (±10 %), ≤ 50 MB"))
     finally:
         p.terminate()
         p.wait()
