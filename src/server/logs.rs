@@ -2,9 +2,10 @@
 //! and journal the lines that match a watch pattern (watchdog, timeout, panic, OOM, kill, exit, or the
 //! user's own `--watch`).
 //!
-//! The child must never be slowed by witness, so each stream is drained by its own thread in 64 KiB
-//! reads; a line is kept for matching up to [`MAX_LINE`] bytes and the rest of a longer line is
-//! counted and dropped (the pass-through still gets every byte). Most of a busy server's output matches nothing, so a read is searched once for
+//! The child must never be slowed by witness, so each stream is drained by its own thread, from a
+//! pipe widened to [`PIPE_BYTES`] in reads of up to [`READ_BYTES`]; a line is kept for matching up to
+//! [`MAX_LINE`] bytes and the rest of a longer line is counted and dropped (the pass-through still
+//! gets every byte). Most of a busy server's output matches nothing, so a read is searched once for
 //! what every pattern needs (a prefilter) and only the lines around its hits are split out and
 //! matched. Invalid UTF-8 is kept lossily, and a last line with no newline is still matched. A
 //! container's output arrives as frames of the engine's log stream instead of pipe reads;
@@ -307,6 +308,30 @@ pub enum PassThrough {
     Discard,
 }
 
+/// What one read of a child's pipe may take: with a pipe of [`PIPE_BYTES`], a flooding child is
+/// drained in a few reads per buffer rather than one per 64 KiB.
+pub const READ_BYTES: usize = 256 * 1024;
+
+/// The capacity asked for a child's output pipe (the kernel's default is 64 KiB; an unprivileged
+/// process may have up to /proc/sys/fs/pipe-max-size, 1 MiB by default). A bigger pipe lets a
+/// child that floods its output write on while witness reads, instead of the two taking turns
+/// every 64 KiB, which on two cores costs more than the copies.
+pub const PIPE_BYTES: usize = 1024 * 1024;
+
+/// Asks for a [`PIPE_BYTES`] pipe; where that is refused (a user over its pipe quota), the pipe
+/// keeps its size, which is only slower.
+pub fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_SETPIPE_SZ on a descriptor we hold; it fails harmlessly on anything but a pipe.
+    unsafe {
+        libc::fcntl(
+            fd.as_raw_fd(),
+            libc::F_SETPIPE_SZ,
+            PIPE_BYTES as libc::c_int,
+        );
+    }
+}
+
 /// Drains one stream until EOF on the calling thread. Returns the number of bytes read.
 pub fn drain(
     mut src: impl Read,
@@ -317,7 +342,7 @@ pub fn drain(
     journal: Journal,
 ) -> u64 {
     let mut sink = LineSink::new(stream, pass, pid, patterns, journal);
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; READ_BYTES];
     let mut total = 0u64;
     loop {
         let n = match src.read(&mut buf) {
