@@ -136,16 +136,23 @@ impl Patterns {
             given: user.join(" "),
             why: e.to_string(),
         })?;
-        let user_chunk = if user.is_empty() {
+        // A user pattern whose matches all begin with one of a few literals joins the needles,
+        // folded like them (a literal in the text is its fold in the folded text): one search of
+        // the read serves it. The rest run once over the read as one regex.
+        let mut needles: Vec<Vec<u8>> = NEEDLES.iter().map(|n| n.as_bytes().to_vec()).collect();
+        let mut rest = Vec::new();
+        for s in &sources[..user.len()] {
+            match folded_prefixes(s) {
+                Some(lits) if needles.len() + lits.len() <= MAX_NEEDLES => needles.extend(lits),
+                _ => rest.push(format!("(?m){s}")),
+            }
+        }
+        let user_chunk = if rest.is_empty() {
             None
         } else {
-            let multi: Vec<String> = sources[..user.len()]
-                .iter()
-                .map(|s| format!("(?m){s}"))
-                .collect();
             Some(
                 regex_automata::meta::Regex::builder()
-                    .build_many(&multi)
+                    .build_many(&rest)
                     .map_err(|e| BadPattern {
                         given: user.join(" "),
                         why: e.to_string(),
@@ -155,7 +162,7 @@ impl Patterns {
         // Leftmost semantics: only then may the SIMD (Teddy) searcher serve as the prefilter.
         let needles = aho_corasick::AhoCorasick::builder()
             .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-            .build(NEEDLES)
+            .build(&needles)
             .expect("the needles are plain strings");
         Ok(Self {
             labels,
@@ -204,6 +211,31 @@ impl Patterns {
         }
         None
     }
+}
+
+/// The most needles, built-in and from user patterns, searched together: beyond this the SIMD
+/// (Teddy) searcher gives way to a slower one, and a user pattern is better served by its own regex.
+const MAX_NEEDLES: usize = 64;
+
+/// The literals, folded, of which one begins every match of the user pattern `re`; None when its
+/// matches have no such set (`\d+`, `.*x`), or one shorter than 3 bytes would let most of a read
+/// through.
+fn folded_prefixes(re: &str) -> Option<Vec<Vec<u8>>> {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    let hir = regex_syntax::ParserBuilder::new().build().parse(re).ok()?;
+    let mut seq = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
+    seq.optimize_for_prefix_by_preference();
+    let mut lits: Vec<Vec<u8>> = seq
+        .literals()?
+        .iter()
+        .map(|l| l.as_bytes().iter().map(|b| b | 0x20).collect())
+        .collect();
+    if lits.iter().any(|l| l.len() < 3) {
+        return None;
+    }
+    lits.sort();
+    lits.dedup();
+    Some(lits)
 }
 
 /// `chunk` case-folded for the needles into `out`: every byte with bit 5 set, which maps `A`-`Z`
@@ -803,18 +835,25 @@ mod tests {
             rand::random::<u64>()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let user = vec![
-            "lease=lease (lost|expired)".to_string(),
-            "^BOOM$".to_string(),
-        ];
+        // Literal prefixes that join the needles (any case, anchored), one that is too short and
+        // one with none: those two run as a regex over the read.
+        let user: Vec<String> = [
+            "lease=lease (lost|expired)",
+            "^ZAP!$",
+            "fatal=(?i)data corruption",
+            "slow=\\d+ ms$",
+            "queue=[qQ]\\w* full",
+        ]
+        .map(String::from)
+        .to_vec();
         let patterns = Arc::new(Patterns::new(&user).unwrap());
         let pieces: Vec<Vec<u8>> = vec![
             b"GET /health 200".to_vec(),
             b"[WARN] Worker TIMEOUT (pid:3)".to_vec(),
             b"process Watchdog: force-exiting after 90s".to_vec(),
             b"lease expired for shard 3".to_vec(),
-            b"BOOM".to_vec(),
-            b"no BOOM here".to_vec(),
+            b"ZAP!".to_vec(),
+            b"no ZAP! here".to_vec(),
             b"the exits are on the left".to_vec(),
             b"Traceback (most recent call last):".to_vec(),
             b"  File \"app.py\", line 3, in app".to_vec(),
@@ -823,6 +862,10 @@ mod tests {
             [vec![b'x'; MAX_LINE - 3], b"oom killer".to_vec()].concat(),
             [b"OOM first ".to_vec(), vec![b'y'; MAX_LINE + 100]].concat(),
             b"abcdefghijklmnopqrstuvwxyz".to_vec(),
+            b"found DATA Corruption in block 7".to_vec(),
+            b"GET / took 350 ms".to_vec(),
+            b"GET / took 350 ms, then 20".to_vec(),
+            b"Queue is full".to_vec(),
             Vec::new(),
         ];
         let mut rng = rand::rngs::StdRng::seed_from_u64(14);
@@ -888,6 +931,31 @@ mod tests {
         }
         assert!(seen > 100, "the lines matched: {seen}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn user_patterns_with_literal_prefixes_join_the_needles() {
+        let lits = |re: &str| folded_prefixes(re);
+        assert_eq!(lits("lease (lost|expired)"), Some(vec![b"lease ".to_vec()]));
+        assert_eq!(
+            lits("(Lease|GRANT) lost"),
+            Some(vec![b"grant lost".to_vec(), b"lease lost".to_vec()])
+        );
+        assert_eq!(lits("^BOOM$"), Some(vec![b"boom".to_vec()]));
+        assert_eq!(lits("\\d+ ms"), None, "no literal: a regex of its own");
+        assert_eq!(lits("ab|c"), None, "too short a literal");
+        assert_eq!(lits("(unclosed"), None);
+        let p = Patterns::new(&["boom=ERROR|FATAL".into()]).unwrap();
+        assert!(
+            p.user_chunk.is_none(),
+            "ERROR|FATAL is served by the needles"
+        );
+        let mut scratch = Vec::new();
+        assert!(p.may_match(b"GET / 200\nan ERROR here\n", &mut scratch));
+        assert!(!p.may_match(b"GET / 200\n", &mut scratch));
+        let p = Patterns::new(&["\\d+ ms".into()]).unwrap();
+        assert!(p.user_chunk.is_some());
+        assert!(p.may_match(b"took 30 ms\n", &mut scratch));
     }
 
     #[test]
