@@ -109,52 +109,84 @@ pub fn scrub_and_cut(line: &[u8], max: usize, secrets: &[Vec<u8>]) -> (Vec<u8>, 
 
 /// Scrubs a byte stream passed through in chunks (a server's output with `--show-output`): a
 /// secret split across two chunks is still masked, because the last bytes that could begin one are
-/// held back until the next chunk (or the end) shows whether they do.
+/// held back until the next chunk (or the end) shows whether they do. Occurrences are found with
+/// one multi-substring search per chunk (leftmost, then longest: the longest-first order of
+/// [`scrub_with`]), not a comparison at every byte.
 pub struct StreamScrubber {
     secrets: Vec<Vec<u8>>,
+    finder: Option<aho_corasick::AhoCorasick>,
     held: Vec<u8>,
 }
 
 impl StreamScrubber {
     pub fn new(secrets: &[String]) -> Self {
+        let secrets: Vec<Vec<u8>> = secrets
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        let finder = (!secrets.is_empty()).then(|| {
+            aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                .build(&secrets)
+                .expect("secrets are plain strings")
+        });
         Self {
-            secrets: secrets.iter().map(|s| s.as_bytes().to_vec()).collect(),
+            secrets,
+            finder,
             held: Vec::new(),
         }
     }
 
     /// The bytes of `chunk` (after what was held) that are safe to write now, scrubbed.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let Some(finder) = &self.finder else {
+            return chunk.to_vec();
+        };
         self.held.extend_from_slice(chunk);
-        let longest = self.secrets.iter().map(Vec::len).max().unwrap_or(0);
-        let mut out = Vec::with_capacity(self.held.len());
-        let mut i = 0;
         let buf = std::mem::take(&mut self.held);
-        while i < buf.len() {
-            if let Some(s) = self.secrets.iter().find(|s| buf[i..].starts_with(s)) {
-                out.extend_from_slice(MASK.as_bytes());
-                i += s.len();
-                continue;
-            }
-            // Could a secret begin here and end in a later chunk? Hold the rest back.
-            if buf.len() - i < longest
-                && self
-                    .secrets
+        // The longest end of the buffer that begins some secret (and is not all of it): it may be
+        // a secret cut by the chunk's end, held back until the next chunk says.
+        let longest = self.secrets.iter().map(Vec::len).max().unwrap_or(0);
+        let hold = (buf.len().saturating_sub(longest - 1)..buf.len())
+            .find(|&i| {
+                self.secrets
                     .iter()
                     .any(|s| s.len() > buf.len() - i && s.starts_with(&buf[i..]))
-            {
+            })
+            .unwrap_or(buf.len());
+        let mut out = Vec::with_capacity(buf.len());
+        let mut last = 0;
+        for m in finder.find_iter(&buf[..]) {
+            if m.start() >= hold {
                 break;
             }
-            out.push(buf[i]);
-            i += 1;
+            out.extend_from_slice(&buf[last..m.start()]);
+            out.extend_from_slice(MASK.as_bytes());
+            last = m.end();
         }
-        self.held = buf[i..].to_vec();
+        // A masked secret that ran into the held end: what follows it is held instead (at most
+        // the longest secret's length).
+        let keep = hold.max(last);
+        out.extend_from_slice(&buf[last..keep]);
+        self.held = buf[keep..].to_vec();
         out
     }
 
-    /// The end of the stream: what was held back is no secret.
+    /// The end of the stream: what was held back is no cut secret, but may hold whole ones.
     pub fn finish(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.held)
+        let held = std::mem::take(&mut self.held);
+        match &self.finder {
+            Some(f) => {
+                let mut out = Vec::with_capacity(held.len());
+                f.replace_all_with_bytes(&held, &mut out, |_, _, dst| {
+                    dst.extend_from_slice(MASK.as_bytes());
+                    true
+                });
+                out
+            }
+            None => held,
+        }
     }
 }
 
@@ -169,6 +201,48 @@ mod tests {
         out.extend(s.push(b"m"));
         out.extend(s.finish());
         assert_eq!(String::from_utf8(out).unwrap(), "pass=*** ok\nhum");
+    }
+
+    #[test]
+    fn a_stream_scrubbed_in_any_chunks_is_the_whole_scrubbed_at_once() {
+        // Secrets that overlap, share prefixes and contain each other, in random text cut into
+        // random chunks: the stream's output is the whole text scrubbed at once (longest first),
+        // and no secret survives.
+        use rand::{Rng, SeedableRng};
+        let secrets: Vec<String> = ["abcdefgh", "cdef", "abab", "xyz-token"]
+            .map(String::from)
+            .to_vec();
+        let mut sorted = secrets.clone();
+        sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        let mut rng = rand::rngs::StdRng::seed_from_u64(14);
+        for _ in 0..300 {
+            let alphabet = b"abcdefghxyz-tokn \n";
+            let len = rng.gen_range(0..200);
+            let text: Vec<u8> = (0..len)
+                .map(|_| alphabet[rng.gen_range(0..alphabet.len())])
+                .collect();
+            let mut s = StreamScrubber::new(&sorted);
+            let mut out = Vec::new();
+            let mut rest = &text[..];
+            while !rest.is_empty() {
+                let n = rng.gen_range(1..=rest.len().min(12));
+                out.extend(s.push(&rest[..n]));
+                rest = &rest[n..];
+            }
+            out.extend(s.finish());
+            let whole = String::from_utf8(text.clone()).unwrap();
+            let got = String::from_utf8(out).unwrap();
+            for secret in &secrets {
+                assert!(
+                    !got.contains(secret.as_str()),
+                    "{secret} in {got:?} from {whole:?}"
+                );
+            }
+            let mut once = StreamScrubber::new(&sorted);
+            let mut want = once.push(&text);
+            want.extend(once.finish());
+            assert_eq!(got, String::from_utf8(want).unwrap(), "from {whole:?}");
+        }
     }
 
     use super::*;

@@ -2,11 +2,14 @@
 //! and journal the lines that match a watch pattern (watchdog, timeout, panic, OOM, kill, exit, or the
 //! user's own `--watch`).
 //!
-//! The child must never be slowed by witness, so each stream is drained by its own thread in 64 KiB
-//! reads; a line is kept for matching up to [`MAX_LINE`] bytes and the rest of a longer line is counted
-//! and dropped (the pass-through still gets every byte). Invalid UTF-8 is kept lossily, and a last line
-//! with no newline is still matched. A container's output arrives as frames of the engine's log
-//! stream instead of pipe reads; [`LineSink`] serves both the same way.
+//! The child must never be slowed by witness, so each stream is drained by its own thread, from a
+//! pipe widened to [`PIPE_BYTES`] in reads of up to [`READ_BYTES`]; a line is kept for matching up to
+//! [`MAX_LINE`] bytes and the rest of a longer line is counted and dropped (the pass-through still
+//! gets every byte). Most of a busy server's output matches nothing, so a read is searched once for
+//! what every pattern needs (a prefilter) and only the lines around its hits are split out and
+//! matched. Invalid UTF-8 is kept lossily, and a last line with no newline is still matched. A
+//! container's output arrives as frames of the engine's log stream instead of pipe reads;
+//! [`LineSink`] serves both the same way.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -133,16 +136,23 @@ impl Patterns {
             given: user.join(" "),
             why: e.to_string(),
         })?;
-        let user_chunk = if user.is_empty() {
+        // A user pattern whose matches all begin with one of a few literals joins the needles,
+        // folded like them (a literal in the text is its fold in the folded text): one search of
+        // the read serves it. The rest run once over the read as one regex.
+        let mut needles: Vec<Vec<u8>> = NEEDLES.iter().map(|n| n.as_bytes().to_vec()).collect();
+        let mut rest = Vec::new();
+        for s in &sources[..user.len()] {
+            match folded_prefixes(s) {
+                Some(lits) if needles.len() + lits.len() <= MAX_NEEDLES => needles.extend(lits),
+                _ => rest.push(format!("(?m){s}")),
+            }
+        }
+        let user_chunk = if rest.is_empty() {
             None
         } else {
-            let multi: Vec<String> = sources[..user.len()]
-                .iter()
-                .map(|s| format!("(?m){s}"))
-                .collect();
             Some(
                 regex_automata::meta::Regex::builder()
-                    .build_many(&multi)
+                    .build_many(&rest)
                     .map_err(|e| BadPattern {
                         given: user.join(" "),
                         why: e.to_string(),
@@ -152,7 +162,7 @@ impl Patterns {
         // Leftmost semantics: only then may the SIMD (Teddy) searcher serve as the prefilter.
         let needles = aho_corasick::AhoCorasick::builder()
             .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-            .build(NEEDLES)
+            .build(&needles)
             .expect("the needles are plain strings");
         Ok(Self {
             labels,
@@ -178,12 +188,10 @@ impl Patterns {
     }
 
     /// Whether any line wholly inside `chunk` could match (never false when one does). `scratch`
-    /// holds the lowercased copy between calls.
+    /// holds the case-folded copy between calls.
     pub fn may_match(&self, chunk: &[u8], scratch: &mut Vec<u8>) -> bool {
-        scratch.clear();
-        scratch.extend(chunk.iter().map(u8::to_ascii_lowercase));
-        self.needles.is_match(scratch.as_slice())
-            || self.user_chunk.as_ref().is_some_and(|r| r.is_match(chunk))
+        fold_into(chunk, scratch);
+        Candidates::new(self, chunk, scratch).next(0).is_some()
     }
 
     /// A duration the line names ("after 90s", "timeout=30", "deadline of 2m"): a known timer.
@@ -202,6 +210,86 @@ impl Patterns {
             }
         }
         None
+    }
+}
+
+/// The most needles, built-in and from user patterns, searched together: beyond this the SIMD
+/// (Teddy) searcher gives way to a slower one, and a user pattern is better served by its own regex.
+const MAX_NEEDLES: usize = 64;
+
+/// The literals, folded, of which one begins every match of the user pattern `re`; None when its
+/// matches have no such set (`\d+`, `.*x`), or one shorter than 3 bytes would let most of a read
+/// through.
+fn folded_prefixes(re: &str) -> Option<Vec<Vec<u8>>> {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    let hir = regex_syntax::ParserBuilder::new().build().parse(re).ok()?;
+    let mut seq = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
+    seq.optimize_for_prefix_by_preference();
+    let mut lits: Vec<Vec<u8>> = seq
+        .literals()?
+        .iter()
+        .map(|l| l.as_bytes().iter().map(|b| b | 0x20).collect())
+        .collect();
+    if lits.iter().any(|l| l.len() < 3) {
+        return None;
+    }
+    lits.sort();
+    lits.dedup();
+    Some(lits)
+}
+
+/// `chunk` case-folded for the needles into `out`: every byte with bit 5 set, which maps `A`-`Z`
+/// to `a`-`z` and keeps `a`-`z` and the space, the only bytes a needle holds. It also maps a few
+/// other bytes onto them (control bytes onto the space), which only lets more through the
+/// prefilter; one branch-free pass, unlike a lowercase that tests each byte's range.
+fn fold_into(chunk: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend(chunk.iter().map(|b| b | 0x20));
+}
+
+/// Where in one chunk a line may match: the next hit of either prefilter (a built-in's needle in the
+/// folded copy, a user pattern in the chunk itself) at or after a given offset. Each searcher's
+/// next hit is kept until the caller moves past it, so a chunk is scanned about once however many
+/// hits it holds.
+struct Candidates<'a> {
+    patterns: &'a Patterns,
+    chunk: &'a [u8],
+    folded: &'a [u8],
+    /// The next hit per searcher: None before its first search, `usize::MAX` for none left in the
+    /// chunk. Leftmost search means no hit lies before it, so it stands while callers ask from
+    /// offsets up to it.
+    needle: Option<usize>,
+    user: Option<usize>,
+}
+
+impl<'a> Candidates<'a> {
+    fn new(patterns: &'a Patterns, chunk: &'a [u8], folded: &'a [u8]) -> Self {
+        Self {
+            patterns,
+            chunk,
+            folded,
+            needle: None,
+            user: None,
+        }
+    }
+
+    /// The first offset at or after `from` where a watch pattern may match; None when no line that
+    /// starts at or after `from`'s line can match.
+    fn next(&mut self, from: usize) -> Option<usize> {
+        let stale = |c: Option<usize>| c.is_none_or(|at| at < from);
+        if stale(self.needle) {
+            let input = aho_corasick::Input::new(self.folded).range(from..);
+            let found = self.patterns.needles.find(input);
+            self.needle = Some(found.map_or(usize::MAX, |m| m.start()));
+        }
+        if let Some(re) = &self.patterns.user_chunk {
+            if stale(self.user) {
+                let input = regex_automata::Input::new(self.chunk).range(from..);
+                self.user = Some(re.find(input).map_or(usize::MAX, |m| m.start()));
+            }
+        }
+        let at = [self.needle, self.user].into_iter().flatten().min()?;
+        (at != usize::MAX).then_some(at)
     }
 }
 
@@ -252,6 +340,30 @@ pub enum PassThrough {
     Discard,
 }
 
+/// What one read of a child's pipe may take: with a pipe of [`PIPE_BYTES`], a flooding child is
+/// drained in a few reads per buffer rather than one per 64 KiB.
+pub const READ_BYTES: usize = 256 * 1024;
+
+/// The capacity asked for a child's output pipe (the kernel's default is 64 KiB; an unprivileged
+/// process may have up to /proc/sys/fs/pipe-max-size, 1 MiB by default). A bigger pipe lets a
+/// child that floods its output write on while witness reads, instead of the two taking turns
+/// every 64 KiB, which on two cores costs more than the copies.
+pub const PIPE_BYTES: usize = 1024 * 1024;
+
+/// Asks for a [`PIPE_BYTES`] pipe; where that is refused (a user over its pipe quota), the pipe
+/// keeps its size, which is only slower.
+pub fn widen_pipe(fd: std::os::fd::BorrowedFd<'_>) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_SETPIPE_SZ on a descriptor we hold; it fails harmlessly on anything but a pipe.
+    unsafe {
+        libc::fcntl(
+            fd.as_raw_fd(),
+            libc::F_SETPIPE_SZ,
+            PIPE_BYTES as libc::c_int,
+        );
+    }
+}
+
 /// Drains one stream until EOF on the calling thread. Returns the number of bytes read.
 pub fn drain(
     mut src: impl Read,
@@ -262,7 +374,7 @@ pub fn drain(
     journal: Journal,
 ) -> u64 {
     let mut sink = LineSink::new(stream, pass, pid, patterns, journal);
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; READ_BYTES];
     let mut total = 0u64;
     loop {
         let n = match src.read(&mut buf) {
@@ -284,7 +396,7 @@ pub fn drain(
 pub struct LineSink {
     out: Option<Box<dyn Write + Send>>,
     lines: LineSplitter,
-    /// The lowercased copy of a chunk for the prefilter, kept between chunks.
+    /// The case-folded copy of a chunk for the prefilter, kept between chunks.
     scratch: Vec<u8>,
     stream: Stream,
     pid: Option<u32>,
@@ -294,6 +406,8 @@ pub struct LineSink {
     traceback: bool,
     /// Set when the run carries secrets: the pass-through is scrubbed of them.
     scrubber: Option<crate::secrets::StreamScrubber>,
+    /// The run's secret values, masked in a line before it is cut and journalled.
+    secrets: Vec<Vec<u8>>,
 }
 
 impl LineSink {
@@ -320,6 +434,10 @@ impl LineSink {
             traceback: false,
             scrubber: crate::secrets::carried()
                 .then(|| crate::secrets::StreamScrubber::new(crate::secrets::values())),
+            secrets: crate::secrets::values()
+                .iter()
+                .map(|s| s.as_bytes().to_vec())
+                .collect(),
         }
     }
 
@@ -340,19 +458,67 @@ impl LineSink {
             }
         }
         self.keep_tail(chunk);
-        let hot = self.patterns.may_match(chunk, &mut self.scratch);
+        self.read_lines(chunk);
+    }
+
+    /// Looks at the lines of `chunk` that may match, and only those: the line carried over from
+    /// the last chunk (its start was never searched with the rest of it), each line holding a
+    /// prefilter hit, and every line inside a Python traceback. Lines with no hit are never split
+    /// out one by one: the next hit is searched for, and its line found around it.
+    fn read_lines(&mut self, chunk: &[u8]) {
+        fold_into(chunk, &mut self.scratch);
         let Self {
             lines,
+            scratch,
             stream,
             pid,
             patterns,
             journal,
             traceback,
+            secrets,
             ..
         } = self;
-        lines.push(chunk, &mut |l, t, c| {
-            on_line(patterns, journal, *stream, *pid, l, t, c, hot, traceback)
-        });
+        let look = |line: &[u8], truncated: bool, traceback: &mut bool| {
+            on_line(
+                patterns, journal, *stream, *pid, secrets, line, truncated, traceback,
+            )
+        };
+        let mut pos = 0;
+        if lines.open() {
+            let Some(end) = memchr::memchr(b'\n', chunk) else {
+                lines.keep(chunk);
+                return;
+            };
+            lines.keep(&chunk[..end]);
+            look(&lines.cur, lines.truncated, traceback);
+            lines.reset();
+            pos = end + 1;
+        }
+        let mut hits = Candidates::new(patterns, chunk, scratch);
+        while pos < chunk.len() {
+            // Where the next line worth a look starts, and where to look for its newline.
+            let (start, from) = if *traceback {
+                (pos, pos)
+            } else {
+                let Some(hit) = hits.next(pos) else { break };
+                let start = memchr::memrchr(b'\n', &chunk[pos..hit]).map_or(pos, |i| pos + i + 1);
+                (start, hit)
+            };
+            // A hit in the unfinished last line: that line is looked at once it is whole.
+            let Some(end) = memchr::memchr(b'\n', &chunk[from..]).map(|i| from + i) else {
+                break;
+            };
+            let line = &chunk[start..end];
+            let limit = lines.limit;
+            look(
+                &line[..line.len().min(limit)],
+                line.len() > limit,
+                traceback,
+            );
+            pos = end + 1;
+        }
+        let rest = memchr::memrchr(b'\n', &chunk[pos..]).map_or(pos, |i| pos + i + 1);
+        lines.keep(&chunk[rest..]);
     }
 
     /// The end of the output, matched or not, kept for a start-up failure's words.
@@ -372,33 +538,29 @@ impl LineSink {
             patterns,
             journal,
             traceback,
+            secrets,
             ..
         } = self;
-        lines.finish(&mut |l, t, c| {
-            on_line(patterns, journal, *stream, *pid, l, t, c, true, traceback)
+        lines.finish(&mut |l, t, _| {
+            on_line(patterns, journal, *stream, *pid, secrets, l, t, traceback)
         });
     }
 }
 
-/// `hot`: the chunk this line came from may hold a match; a line carried over from an earlier chunk
-/// is always looked at.
+/// Looks at one line: journals it when it matches a watch pattern (or ends a traceback).
+/// `secrets`: the run's secret values, masked before the line is cut to [`MAX_LINE`].
 #[allow(clippy::too_many_arguments)]
 fn on_line(
     patterns: &Patterns,
     journal: &Journal,
     stream: Stream,
     pid: Option<u32>,
+    secrets: &[Vec<u8>],
     line: &[u8],
     truncated: bool,
-    carried: bool,
-    hot: bool,
     traceback: &mut bool,
 ) {
-    if !hot && !carried && !*traceback {
-        return;
-    }
     // Secrets are masked before the cut to MAX_LINE, so no secret's first bytes survive it.
-    let secrets = crate::secrets::values();
     let scrubbed;
     let (line, truncated) = if secrets.is_empty() {
         (
@@ -406,8 +568,7 @@ fn on_line(
             truncated || line.len() > MAX_LINE,
         )
     } else {
-        let raw: Vec<Vec<u8>> = secrets.iter().map(|s| s.as_bytes().to_vec()).collect();
-        let (kept, cut) = crate::secrets::scrub_and_cut(line, MAX_LINE, &raw);
+        let (kept, cut) = crate::secrets::scrub_and_cut(line, MAX_LINE, secrets);
         scrubbed = kept;
         (&scrubbed[..], truncated || cut)
     };
@@ -508,6 +669,16 @@ impl LineSplitter {
             chunk = &chunk[i + 1..];
         }
         self.keep(chunk);
+    }
+
+    /// A line begun in an earlier chunk waits for its newline.
+    fn open(&self) -> bool {
+        !self.cur.is_empty() || self.truncated
+    }
+
+    fn reset(&mut self) {
+        self.cur.clear();
+        self.truncated = false;
     }
 
     fn keep(&mut self, part: &[u8]) {
@@ -633,6 +804,160 @@ mod tests {
         );
     }
 
+    /// The Log events of a journal: (line, label, truncated).
+    fn logged(path: &std::path::Path) -> Vec<(String, String, bool)> {
+        crate::journal::read(path)
+            .unwrap()
+            .records
+            .into_iter()
+            .filter_map(|r| match r.event {
+                Event::Log {
+                    line,
+                    label,
+                    truncated,
+                    ..
+                } => Some((line, label, truncated)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_the_lines_with_a_hit_are_looked_at_and_none_is_missed() {
+        // Lines that match (any case, built-in or user, a traceback and its end), near misses,
+        // long lines cut at the limit with a hit before or after the cut, a hit in a line split
+        // across chunks, a last line with no newline; fed whole and in random chunks. Every line
+        // looked at one by one is the reference: the sink must journal exactly the same.
+        use rand::{Rng, SeedableRng};
+        let dir = std::env::temp_dir().join(format!(
+            "witness-logs-hits-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Literal prefixes that join the needles (any case, anchored), one that is too short and
+        // one with none: those two run as a regex over the read.
+        let user: Vec<String> = [
+            "lease=lease (lost|expired)",
+            "^ZAP!$",
+            "fatal=(?i)data corruption",
+            "slow=\\d+ ms$",
+            "queue=[qQ]\\w* full",
+        ]
+        .map(String::from)
+        .to_vec();
+        let patterns = Arc::new(Patterns::new(&user).unwrap());
+        let pieces: Vec<Vec<u8>> = vec![
+            b"GET /health 200".to_vec(),
+            b"[WARN] Worker TIMEOUT (pid:3)".to_vec(),
+            b"process Watchdog: force-exiting after 90s".to_vec(),
+            b"lease expired for shard 3".to_vec(),
+            b"ZAP!".to_vec(),
+            b"no ZAP! here".to_vec(),
+            b"the exits are on the left".to_vec(),
+            b"Traceback (most recent call last):".to_vec(),
+            b"  File \"app.py\", line 3, in app".to_vec(),
+            b"ValueError: boom".to_vec(),
+            b"fatal\x00error in \xff\xfe bytes".to_vec(),
+            [vec![b'x'; MAX_LINE - 3], b"oom killer".to_vec()].concat(),
+            [b"OOM first ".to_vec(), vec![b'y'; MAX_LINE + 100]].concat(),
+            b"abcdefghijklmnopqrstuvwxyz".to_vec(),
+            b"found DATA Corruption in block 7".to_vec(),
+            b"GET / took 350 ms".to_vec(),
+            b"GET / took 350 ms, then 20".to_vec(),
+            b"Queue is full".to_vec(),
+            Vec::new(),
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(14);
+        let mut seen = 0;
+        for round in 0..40 {
+            let mut input = Vec::new();
+            for _ in 0..rng.gen_range(1..60) {
+                input.extend_from_slice(&pieces[rng.gen_range(0..pieces.len())]);
+                input.push(b'\n');
+            }
+            if rng.gen_bool(0.5) {
+                input.extend_from_slice(b"last words: shutting down");
+            }
+            let make = |name: &str| {
+                let path = dir.join(format!("{name}-{round}.jsonl"));
+                let j =
+                    Journal::create(&path, &crate::journal::Header::new("wrap", vec![])).unwrap();
+                (path, j)
+            };
+            // The reference: every line looked at.
+            let (ref_path, ref_j) = make("ref");
+            let mut splitter = LineSplitter::with_limit(MAX_LINE + SECRET_SLACK);
+            let mut tb = false;
+            let mut every = |l: &[u8], t: bool, _: bool| {
+                on_line(
+                    &patterns,
+                    &ref_j,
+                    Stream::Stdout,
+                    Some(1),
+                    &[],
+                    l,
+                    t,
+                    &mut tb,
+                )
+            };
+            splitter.push(&input, &mut every);
+            splitter.finish(&mut every);
+            ref_j.flush().unwrap();
+            let want = logged(&ref_path);
+            seen += want.len();
+            // The sink, fed in random chunks (whole in round 0).
+            let (path, j) = make("sink");
+            let mut sink = LineSink::new(
+                Stream::Stdout,
+                PassThrough::Discard,
+                Some(1),
+                patterns.clone(),
+                j.clone(),
+            );
+            let mut rest = &input[..];
+            while !rest.is_empty() {
+                let n = if round == 0 {
+                    rest.len()
+                } else {
+                    rng.gen_range(1..=rest.len().min(MAX_LINE / 2))
+                };
+                sink.push(&rest[..n]);
+                rest = &rest[n..];
+            }
+            sink.finish();
+            j.flush().unwrap();
+            assert_eq!(logged(&path), want, "round {round}");
+        }
+        assert!(seen > 100, "the lines matched: {seen}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn user_patterns_with_literal_prefixes_join_the_needles() {
+        let lits = |re: &str| folded_prefixes(re);
+        assert_eq!(lits("lease (lost|expired)"), Some(vec![b"lease ".to_vec()]));
+        assert_eq!(
+            lits("(Lease|GRANT) lost"),
+            Some(vec![b"grant lost".to_vec(), b"lease lost".to_vec()])
+        );
+        assert_eq!(lits("^BOOM$"), Some(vec![b"boom".to_vec()]));
+        assert_eq!(lits("\\d+ ms"), None, "no literal: a regex of its own");
+        assert_eq!(lits("ab|c"), None, "too short a literal");
+        assert_eq!(lits("(unclosed"), None);
+        let p = Patterns::new(&["boom=ERROR|FATAL".into()]).unwrap();
+        assert!(
+            p.user_chunk.is_none(),
+            "ERROR|FATAL is served by the needles"
+        );
+        let mut scratch = Vec::new();
+        assert!(p.may_match(b"GET / 200\nan ERROR here\n", &mut scratch));
+        assert!(!p.may_match(b"GET / 200\n", &mut scratch));
+        let p = Patterns::new(&["\\d+ ms".into()]).unwrap();
+        assert!(p.user_chunk.is_some());
+        assert!(p.may_match(b"took 30 ms\n", &mut scratch));
+    }
+
     #[test]
     fn invalid_utf8_is_kept_lossily() {
         let got = split(&[b"bad \xff byte\n"]);
@@ -711,6 +1036,13 @@ mod tests {
         // Each alternative of each built-in, as the shortest line it matches: the prefilter must
         // let every one through, or a watchdog line could go unseen.
         let p = Patterns::new(&[]).unwrap();
+        // The fold (bit 5 set) is a lowercase only for these bytes.
+        for n in NEEDLES {
+            assert!(
+                n.bytes().all(|b| b.is_ascii_lowercase() || b == b' '),
+                "{n:?}"
+            );
+        }
         let lines = [
             "watchdog",
             "force-exit",

@@ -328,6 +328,8 @@ fn spawn_child(
     ];
     for (fd, stream) in streams {
         let Some(Ok(fd)) = fd else { continue };
+        use std::os::fd::AsFd;
+        logs::widen_pipe(fd.as_fd());
         let file = std::fs::File::from(fd);
         let patterns = cfg.patterns.clone();
         let journal = journal.clone();
