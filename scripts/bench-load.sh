@@ -30,7 +30,11 @@ n = sum(l["counts"].values())
 starts, ends = [], []
 for line in open(sys.argv[1].replace("/r", "/j").replace(".json", ".jsonl")):
     e = json.loads(line)
-    if e.get("kind") == "request":
+    if e.get("k") == "rq":  # the compact request (src/journal/codec.rs): t_s is s + d (ns) + e (us)
+        s = e["s"]
+        t = e["t"] if "t" in e else (round(s * 1e6) + (e["d"] + 500) // 1000 + e.get("e", 0)) / 1e6
+        starts.append(s); ends.append(t)
+    elif e.get("kind") == "request":  # journals written before it
         starts.append(e["start_s"]); ends.append(e["t_s"])
 print(f"{n / (max(ends) - min(starts)):.0f}")
 PY

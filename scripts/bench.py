@@ -100,6 +100,23 @@ def oha(url, conns, secs):
     return rps, pct.get("p50", 0) * 1e3, pct.get("p99", 0) * 1e3
 
 
+def request_span(e):
+    """(start_s, t_s) of a journal record if it is a request, in either form, else None.
+
+    Requests are written compactly (src/journal/codec.rs): `s` is the start, `d` the duration in
+    ns, and the end `t_s` is s + d to the nearest µs plus `e` µs, unless the line says `t`. Journals
+    from before the compact form say `"kind":"request"` with long names.
+    """
+    if e.get("k") == "rq":
+        s = e["s"]
+        if "t" in e:
+            return s, e["t"]
+        return s, (round(s * 1e6) + (e["d"] + 500) // 1000 + e.get("e", 0)) / 1e6
+    if e.get("kind") == "request":
+        return e["start_s"], e["t_s"]
+    return None
+
+
 def witness_load(url, conns, secs, tag, rss=False, rounds=None):
     journal = os.path.join(TMP, f"{tag}.jsonl")
     report = os.path.join(TMP, f"{tag}.json")
@@ -116,12 +133,12 @@ def witness_load(url, conns, secs, tag, rss=False, rounds=None):
     with open(journal) as f:
         next(f)
         for line in f:
-            e = json.loads(line)
-            if e.get("kind") == "request":
+            span = request_span(json.loads(line))
+            if span:
                 n += 1
-                s = e["start_s"]
+                s, t = span
                 first_start = s if first_start is None else min(first_start, s)
-                last_end = max(last_end, e["t_s"])
+                last_end = max(last_end, t)
     lat = json.load(open(report))["levels"][0]["latency"] or {}
     return {
         "rps": n / (last_end - first_start),

@@ -10,6 +10,7 @@
 //! `witness report` and every end-of-run view see the run: the live path and the re-render are one.
 
 pub mod clock;
+pub mod codec;
 pub mod meaning;
 pub mod replay;
 
@@ -702,7 +703,7 @@ struct Inner {
     path: PathBuf,
     /// Secret values as they would appear inside a JSON string: every line is scrubbed of them
     /// before it is written, whoever produced it (a request's error text, a server's log line).
-    redact: std::sync::OnceLock<Vec<Vec<u8>>>,
+    redact: std::sync::OnceLock<Vec<Finder>>,
     /// Set once, when a write or flush first fails: "at t=…s: why". Producers stop on it.
     failure: tokio::sync::watch::Sender<Option<String>>,
 }
@@ -854,7 +855,10 @@ impl Journal {
         let forms = json_forms(secrets)?;
         // Set at creation from the run's secrets: asking again for the same (or fewer) is fine.
         if let Some(set) = self.inner.redact.get() {
-            if forms.iter().all(|f| set.contains(f)) {
+            if forms
+                .iter()
+                .all(|f| set.iter().any(|g| g.needle() == f.needle()))
+            {
                 return Ok(());
             }
         }
@@ -872,51 +876,72 @@ impl Journal {
         }
     }
 
-    /// Appends one event stamped `t_s`. Serialisation happens outside the lock.
+    /// Appends one event stamped `t_s`. Encoding (into a reused per-thread buffer) and scrubbing
+    /// happen outside the lock; under it the line is only copied into the file's buffer.
     pub fn emit_at(&self, t_s: f64, event: Event) {
+        thread_local! {
+            static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
         let lifecycle = event.is_lifecycle();
         let rec = Record {
             t_s: micros(t_s),
             event,
             origin: None,
         };
-        let mut line = match serde_json::to_vec(&rec) {
-            Ok(l) => l,
-            Err(e) => {
+        LINE.with(|cell| {
+            // Never re-entered (nothing here emits), but a fresh buffer is the safe answer if it were.
+            let mut fresh = Vec::new();
+            let mut held = cell.try_borrow_mut();
+            let line = match held.as_deref_mut() {
+                Ok(l) => l,
+                Err(_) => &mut fresh,
+            };
+            line.clear();
+            if let Err(e) = codec::encode(&rec, line) {
                 eprintln!("witness: could not encode a journal event: {e}");
                 return;
             }
-        };
-        if let Some(forms) = self.inner.redact.get() {
-            line = scrub(line, forms);
-        }
-        line.push(b'\n');
-        {
-            let mut sink = self.inner.sink.lock().unwrap_or_else(|p| p.into_inner());
-            if sink.error.is_some() {
-                // Nothing more reaches a failed journal; count what is lost so the run can say so.
-                sink.lost += 1;
-                return;
+            if let Some(forms) = self.inner.redact.get() {
+                scrub_in_place(line, forms);
             }
-            let res = sink.out.write_all(&line).and_then(|_| {
-                if lifecycle {
-                    sink.out.flush()
-                } else {
-                    Ok(())
-                }
-            });
-            sink.dirty = !lifecycle;
-            if let Err(e) = res {
-                sink.lost += 1;
-                self.inner.failed(&mut sink, &e);
+            line.push(b'\n');
+            self.append(line, lifecycle);
+            // One huge line (a long log line) must not keep its buffer alive for the whole run.
+            if line.capacity() > 64 * 1024 {
+                *line = Vec::new();
             }
-        }
+        });
         if lifecycle && rec.event.is_retained() {
             self.inner
                 .lifecycle
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(rec);
+        }
+    }
+
+    /// Copies one finished line into the file's buffer; a lifecycle line is written through.
+    fn append(&self, line: &[u8], lifecycle: bool) {
+        let mut sink = self.inner.sink.lock().unwrap_or_else(|p| p.into_inner());
+        if sink.error.is_some() {
+            // Nothing more reaches a failed journal; count what is lost so the run can say so.
+            sink.lost += 1;
+            return;
+        }
+        let res =
+            sink.out.write_all(line).and_then(
+                |_| {
+                    if lifecycle {
+                        sink.out.flush()
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
+        sink.dirty = !lifecycle;
+        if let Err(e) = res {
+            sink.lost += 1;
+            self.inner.failed(&mut sink, &e);
         }
     }
 
@@ -988,9 +1013,12 @@ impl Inner {
     }
 }
 
+/// A secret's form inside a JSON string, with its searcher built once (not once per line).
+type Finder = memchr::memmem::Finder<'static>;
+
 /// Secret values as they appear inside a JSON string, longest first; values too short to scrub
 /// safely are refused.
-fn json_forms(secrets: &[String]) -> anyhow::Result<Vec<Vec<u8>>> {
+fn json_forms(secrets: &[String]) -> anyhow::Result<Vec<Finder>> {
     let mut forms = Vec::new();
     for s in secrets {
         anyhow::ensure!(
@@ -1002,30 +1030,37 @@ fn json_forms(secrets: &[String]) -> anyhow::Result<Vec<Vec<u8>>> {
         forms.push(quoted.as_bytes()[1..quoted.len() - 1].to_vec());
     }
     forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
-    Ok(forms)
+    Ok(forms
+        .iter()
+        .map(|f| memchr::memmem::Finder::new(f).into_owned())
+        .collect())
 }
 
 /// Replaces every occurrence of each form with `***`.
-fn scrub(line: Vec<u8>, forms: &[Vec<u8>]) -> Vec<u8> {
-    let mut line = line;
+fn scrub(mut line: Vec<u8>, forms: &[Finder]) -> Vec<u8> {
+    scrub_in_place(&mut line, forms);
+    line
+}
+
+/// [`scrub`] on a buffer that is kept: a line without a secret is only searched, never copied.
+fn scrub_in_place(line: &mut Vec<u8>, forms: &[Finder]) {
     for f in forms {
-        if memchr::memmem::find(&line, f).is_none() {
+        if f.find(line).is_none() {
             continue;
         }
         let mut out = Vec::with_capacity(line.len());
         let mut last = 0;
-        for at in memchr::memmem::find_iter(&line, f) {
+        for at in f.find_iter(line) {
             if at < last {
                 continue;
             }
             out.extend_from_slice(&line[last..at]);
             out.extend_from_slice(b"***");
-            last = at + f.len();
+            last = at + f.needle().len();
         }
         out.extend_from_slice(&line[last..]);
-        line = out;
+        *line = out;
     }
-    line
 }
 
 fn spawn_flusher(inner: Weak<Inner>) {
@@ -1103,7 +1138,7 @@ pub fn read_from(mut input: impl BufRead) -> anyhow::Result<Loaded> {
         if text.is_empty() {
             continue;
         }
-        match serde_json::from_str::<Record>(text) {
+        match codec::decode(text.as_bytes()) {
             Ok(r) => records.push(r),
             Err(_) if !complete => {
                 truncated = Some(format!(
@@ -1244,6 +1279,23 @@ mod tests {
             level: "warn".into(),
             text: "header was Bearer s3cr\"et-token and s3cr\"et-token again".into(),
         });
+        let request = |detail: &str| Event::Request {
+            id: 1,
+            group: "L1".into(),
+            worker: 0,
+            start_s: 0.5,
+            duration_s: 0.25,
+            outcome: Outcome::Error {
+                error: ErrorKind::Http4xx,
+                status: Some(401),
+            },
+            status: Some(401),
+            scheduled_s: None,
+            detail: Some(detail.into()),
+            body_bytes: None,
+            body_cut: false,
+        };
+        j.emit_at(0.75, request("401: token s3cr\"et-token refused"));
         j.flush().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains("s3cr"), "{text}");
@@ -1255,6 +1307,7 @@ mod tests {
                 text: "header was Bearer *** and *** again".into()
             }
         );
+        assert_eq!(loaded.records[1].event, request("401: token *** refused"));
         assert!(j.redact(&["abcd".into()]).is_err(), "set once");
         let k = Journal::create(&dir.join("k.jsonl"), &Header::new("soak", vec![])).unwrap();
         assert!(k.redact(&["abc".into()]).is_err(), "too short to scrub");
@@ -1277,6 +1330,111 @@ mod tests {
         assert_eq!(secs(1.5), "1.5s");
         assert_eq!(secs(0.25), "250ms");
         assert_eq!(secs(300.0), "5m");
+    }
+
+    /// What one request record costs to journal, the old way (serde with `flatten`, a fresh
+    /// `Vec` per line) and now, in turns in one process:
+    /// `cargo test --release --lib emit_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn emit_cost() {
+        const N: u64 = 1_000_000;
+        let dir = tempdir();
+        let ev = |id: u64| Event::Request {
+            id,
+            group: "level4".into(),
+            worker: (id % 64) as u32,
+            start_s: micros(id as f64 * 1e-5),
+            duration_s: 0.000123456 + (id % 1000) as f64 * 1e-9,
+            outcome: Outcome::Ok,
+            status: Some(200),
+            scheduled_s: None,
+            detail: None,
+            body_bytes: Some(2),
+            body_cut: false,
+        };
+        // The old emit path, as it was: serialise with serde into a fresh Vec, scrub, lock, write.
+        let old = |path: &Path| {
+            let sink = Mutex::new(BufWriter::with_capacity(
+                256 * 1024,
+                File::create(path).unwrap(),
+            ));
+            let forms: Vec<Vec<u8>> = vec![b"s3cret-token".to_vec()];
+            // The old scrub: a searcher built per line and form.
+            let scrub = |line: Vec<u8>, forms: &[Vec<u8>]| {
+                let mut line = line;
+                for f in forms {
+                    if memchr::memmem::find(&line, f).is_none() {
+                        continue;
+                    }
+                    let mut out = Vec::with_capacity(line.len());
+                    let mut last = 0;
+                    for at in memchr::memmem::find_iter(&line, f) {
+                        if at < last {
+                            continue;
+                        }
+                        out.extend_from_slice(&line[last..at]);
+                        out.extend_from_slice(b"***");
+                        last = at + f.len();
+                    }
+                    out.extend_from_slice(&line[last..]);
+                    line = out;
+                }
+                line
+            };
+            let t = Instant::now();
+            for id in 0..N {
+                let rec = Record {
+                    t_s: micros(id as f64 * 1e-5 + 0.000123),
+                    event: ev(id),
+                    origin: None,
+                };
+                let mut line = serde_json::to_vec(&rec).unwrap();
+                line = scrub(line, &forms);
+                line.push(b'\n');
+                sink.lock().unwrap().write_all(&line).unwrap();
+            }
+            sink.lock().unwrap().flush().unwrap();
+            t.elapsed()
+        };
+        let new = |path: &Path| {
+            let j = Journal::create(path, &Header::new("load", vec![])).unwrap();
+            j.redact(&["s3cret-token".into()]).unwrap();
+            let t = Instant::now();
+            for id in 0..N {
+                j.emit_at(id as f64 * 1e-5 + 0.000123, ev(id));
+            }
+            j.flush().unwrap();
+            t.elapsed()
+        };
+        let (mut olds, mut news) = (Vec::new(), Vec::new());
+        for round in 0..7 {
+            let (a, b) = (dir.join("old.jsonl"), dir.join("new.jsonl"));
+            let to = old(&a);
+            let tn = new(&b);
+            let per = |d: Duration| d.as_nanos() as f64 / N as f64;
+            let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / N as f64;
+            eprintln!(
+                "round {round}: old {:.0} ns/record {:.1} B/record, new {:.0} ns/record {:.1} B/record, old/new {:.2}",
+                per(to),
+                size(&a),
+                per(tn),
+                size(&b),
+                per(to) / per(tn)
+            );
+            olds.push(per(to));
+            news.push(per(tn));
+        }
+        let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        eprintln!(
+            "best of 7: old {:.0} ns/record, new {:.0} ns/record, old/new {:.2}",
+            min(&olds),
+            min(&news),
+            min(&olds) / min(&news)
+        );
+        let back = read(&dir.join("new.jsonl")).unwrap();
+        assert_eq!(back.records.len() as u64, N);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     pub(crate) fn tempdir() -> PathBuf {

@@ -525,10 +525,7 @@ fn kill_9_during_a_load_loses_at_most_the_last_flush_interval_of_requests() {
 
     // A kill can cut the last line mid-write: read the complete ones.
     let text = std::fs::read_to_string(&j).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let lines: Vec<serde_json::Value> = text.lines().filter_map(journal_value).collect();
     assert!(
         !lines.iter().any(|l| l["kind"] == "level_end"),
         "witness was killed mid-level, with requests in flight"

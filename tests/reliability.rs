@@ -290,7 +290,7 @@ fn the_server_witness_starts_keeps_the_user_s_fd_limit_when_witness_raises_its_o
         || {
             let Some(pid) = std::fs::read_to_string(&j).ok().and_then(|t| {
                 t.lines()
-                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .filter_map(journal_value)
                     .find(|l| l["kind"] == "spawn")
                     .and_then(|l| l["pid"].as_u64())
             }) else {

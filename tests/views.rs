@@ -296,11 +296,7 @@ fn a_journal_cut_off_mid_line_renders_in_every_format_labelled_partial() {
     // Producers stamp their own times, so the journal's end is its latest stamp, not its last line's.
     let last_t = lines[1..keep]
         .iter()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["t_s"]
-                .as_f64()
-                .unwrap()
-        })
+        .map(|l| journal_value(l).unwrap()["t_s"].as_f64().unwrap())
         .fold(0.0, f64::max);
     let label = format!("partial: journal ends at t={last_t:.3}s");
 

@@ -75,7 +75,7 @@ impl Iterator for JournalStream {
             if text.is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Record>(text) {
+            match crate::journal::codec::decode(text.as_bytes()) {
                 Ok(r) => return Some(r),
                 Err(_) if !complete => {
                     self.truncated = Some(format!(

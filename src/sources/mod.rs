@@ -355,9 +355,12 @@ impl Merged {
     pub fn write_to(mut self, out: &mut impl std::io::Write) -> anyhow::Result<Vec<String>> {
         serde_json::to_writer(&mut *out, &self.header)?;
         out.write_all(b"\n")?;
+        let mut line = Vec::new();
         for r in self.by_ref() {
-            serde_json::to_writer(&mut *out, &r)?;
-            out.write_all(b"\n")?;
+            line.clear();
+            crate::journal::codec::encode(&r, &mut line)?;
+            line.push(b'\n');
+            out.write_all(&line)?;
         }
         out.flush()?;
         Ok(self.warnings())
