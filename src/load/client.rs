@@ -209,9 +209,7 @@ impl Prepared {
                 .unwrap_or_default()
         } else {
             match spec.uri.path_and_query() {
-                Some(p) if p.as_str() != "/" => {
-                    Uri::try_from(p.as_str()).unwrap_or_default()
-                }
+                Some(p) if p.as_str() != "/" => Uri::try_from(p.as_str()).unwrap_or_default(),
                 _ => Uri::default(),
             }
         };
@@ -532,6 +530,99 @@ mod tests {
         assert!(is_local(&wrapped));
         let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
         assert!(!is_local(&refused));
+    }
+
+    /// A server that answers `per_conn` requests on each connection, then closes it: with
+    /// `Connection: close` on the last answer (`polite`), or silently after it.
+    fn closing_server(per_conn: usize, polite: bool) -> u16 {
+        use std::io::{BufRead, BufReader, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { return };
+                std::thread::spawn(move || {
+                    let mut r = BufReader::new(s.try_clone().unwrap());
+                    let mut w = s;
+                    for n in 1..=per_conn {
+                        let mut line = String::new();
+                        // The request's head, up to its blank line (no bodies in this test).
+                        loop {
+                            line.clear();
+                            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                        }
+                        let close = if polite && n == per_conn {
+                            "Connection: close\r\n"
+                        } else {
+                            ""
+                        };
+                        let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n{close}\r\nok");
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    async fn ten_on_one_conn(port: u16) -> Vec<Outcome> {
+        let limits = Limits {
+            connect: Duration::from_secs(5),
+            whole: Duration::from_secs(10),
+            max_body: 1024,
+        };
+        let spec = RequestSpec {
+            method: Method::GET,
+            uri: format!("http://127.0.0.1:{port}/x?y=1").parse().unwrap(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        let req = Prepared::new(&spec);
+        let mut conn = Conn::new(limits);
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            let s = send_on(
+                &mut conn,
+                &req,
+                limits,
+                &Rejection::default(),
+                Instant::now(),
+            )
+            .await;
+            out.push(s.outcome);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_worker_s_connection_closed_by_the_server_is_replaced_without_a_failure() {
+        let polite = ten_on_one_conn(closing_server(3, true)).await;
+        assert!(polite.iter().all(|o| *o == Outcome::Ok), "{polite:?}");
+    }
+
+    #[test]
+    fn the_prepared_request_is_what_the_pooled_client_sends() {
+        let spec = |uri: &str| RequestSpec {
+            method: Method::GET,
+            uri: uri.parse().unwrap(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        let p = Prepared::new(&spec("http://127.0.0.1:8080/a/b?c=d"));
+        let r = p.request();
+        assert_eq!(r.uri(), "/a/b?c=d");
+        assert_eq!(r.headers()["host"], "127.0.0.1:8080");
+        let p = Prepared::new(&spec("http://example.test"));
+        let r = p.request();
+        assert_eq!(r.uri(), "/");
+        assert_eq!(r.headers()["host"], "example.test");
+        let mut s = spec("http://example.test:80/");
+        s.headers.insert("host", "other.test".parse().unwrap());
+        assert_eq!(Prepared::new(&s).request().headers()["host"], "other.test");
     }
 
     #[tokio::test]
