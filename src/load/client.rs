@@ -115,6 +115,22 @@ pub async fn send(
     };
     let res = tokio::time::timeout(limits.whole, work).await;
     let end = Instant::now();
+    finish(start, end, res, &seen_status, &seen_bytes, limits, rej)
+}
+
+type Work = Result<Result<(u16, Vec<u8>, u64), Failure>, tokio::time::error::Elapsed>;
+
+/// One outcome from what the work came to: the harness's timeout, the server's answer, or a
+/// failure (with the status and body count seen before it).
+fn finish(
+    start: Instant,
+    end: Instant,
+    res: Work,
+    seen_status: &AtomicU32,
+    seen_bytes: &AtomicU64,
+    limits: Limits,
+    rej: &Rejection,
+) -> Sent {
     let got_status = match seen_status.load(Ordering::Relaxed) {
         0 => None,
         s => Some(s as u16),
@@ -158,6 +174,166 @@ pub async fn send(
     }
 }
 
+/// The request of a level, made once: the target in origin form with its `Host` header (what
+/// hyper's pooled client makes of it per request), so each send is a cheap copy.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    method: Method,
+    /// Where to connect: the spec's URI (scheme and authority).
+    target: Uri,
+    /// What the request line carries: the path and query (the authority for CONNECT).
+    line: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Prepared {
+    pub fn new(spec: &RequestSpec) -> Self {
+        let mut headers = spec.headers.clone();
+        if let Some(host) = spec.uri.host() {
+            headers.entry(hyper::header::HOST).or_insert_with(|| {
+                let value = match spec.uri.port_u16() {
+                    Some(p) if !(p == 80 && spec.uri.scheme_str() != Some("https")) => {
+                        format!("{host}:{p}")
+                    }
+                    _ => host.to_string(),
+                };
+                hyper::header::HeaderValue::from_maybe_shared(Bytes::from(value))
+                    .unwrap_or_else(|_| hyper::header::HeaderValue::from_static(""))
+            });
+        }
+        let line = if spec.method == Method::CONNECT {
+            spec.uri
+                .authority()
+                .and_then(|a| Uri::try_from(a.as_str()).ok())
+                .unwrap_or_default()
+        } else {
+            match spec.uri.path_and_query() {
+                Some(p) if p.as_str() != "/" => Uri::try_from(p.as_str()).unwrap_or_default(),
+                _ => Uri::default(),
+            }
+        };
+        Self {
+            method: spec.method.clone(),
+            target: spec.uri.clone(),
+            line,
+            headers,
+            body: spec.body.clone(),
+        }
+    }
+
+    fn request(&self) -> hyper::Request<Full<Bytes>> {
+        let mut req = hyper::Request::new(Full::new(self.body.clone()));
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.line.clone();
+        *req.headers_mut() = self.headers.clone();
+        req
+    }
+}
+
+/// A load worker's own keep-alive connection: hyper's HTTP/1 connection driven on the worker's
+/// runtime, no pool to check out of per request. Connected on first use, and again after the
+/// server closed it or a request on it failed or timed out (what the pooled client does too).
+pub struct Conn {
+    connector: HttpConnector,
+    live: Option<Live>,
+}
+
+struct Live {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl Conn {
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            connector: connector(limits.connect),
+            live: None,
+        }
+    }
+
+    /// A connection ready for a request, and whether it served one before.
+    async fn ready(&mut self, target: &Uri) -> Result<(&mut Live, bool), Failure> {
+        use tower_service::Service;
+        let mut reused = false;
+        if let Some(live) = self.live.as_mut() {
+            // Closed by the server (keep-alive ended) or broken: a new one, as the pool would.
+            reused = live.sender.ready().await.is_ok();
+        }
+        if !reused {
+            self.live = None;
+            let io = self
+                .connector
+                .call(target.clone())
+                .await
+                .map_err(|e| Failure::Connect(e.into()))?;
+            let (sender, conn) = hyper::client::conn::http1::handshake(io)
+                .await
+                .map_err(Failure::Request)?;
+            let driver = tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            let live = Live { sender, driver };
+            self.live = Some(live);
+            let live = self.live.as_mut().expect("just set");
+            live.sender.ready().await.map_err(Failure::Request)?;
+        }
+        Ok((self.live.as_mut().expect("ready"), reused))
+    }
+}
+
+/// Sends one request on the worker's own connection and records its single outcome: the same
+/// outcomes, limits and body handling as [`send`].
+/// `start`: when the caller began it (read just before).
+pub async fn send_on(
+    conn: &mut Conn,
+    req: &Prepared,
+    limits: Limits,
+    rej: &Rejection,
+    start: Instant,
+) -> Sent {
+    let seen_status = AtomicU32::new(0);
+    let seen_bytes = AtomicU64::new(0);
+    let work = async {
+        let mut retried = false;
+        let resp = loop {
+            let (live, reused) = conn.ready(&req.target).await?;
+            match live.sender.try_send_request(req.request()).await {
+                Ok(resp) => break resp,
+                Err(mut e) => {
+                    conn.live = None;
+                    // Canceled before it was written on a kept-alive connection the server was
+                    // closing: not sent, so sent again on a new one (once), as the pool does.
+                    if e.take_message().is_some() && reused && !retried {
+                        retried = true;
+                        continue;
+                    }
+                    return Err(Failure::Request(e.into_error()));
+                }
+            }
+        };
+        let status = resp.status().as_u16();
+        seen_status.store(status as u32, Ordering::Relaxed);
+        let (kept, total) = read_body(resp.into_body(), limits.max_body, &seen_bytes)
+            .await
+            .map_err(|e| Failure::Body(e, status))?;
+        Ok::<_, Failure>((status, kept, total))
+    };
+    let res = tokio::time::timeout(limits.whole, work).await;
+    let end = Instant::now();
+    if !matches!(res, Ok(Ok(_))) {
+        // Whatever is left on it (a late answer, a half-read body) is nobody's: a new one next.
+        conn.live = None;
+    }
+    finish(start, end, res, &seen_status, &seen_bytes, limits, rej)
+}
+
 /// Reads a body to its end, keeping at most `max` bytes; returns the kept prefix and the total.
 /// `seen` follows the count, so a caller whose timeout drops this still knows how far it got.
 pub async fn read_body<B>(
@@ -191,7 +367,12 @@ where
 }
 
 enum Failure {
+    /// The pooled client's error (connect and request alike).
     Client(hyper_util::client::legacy::Error),
+    /// A worker's own connection could not be made.
+    Connect(Box<dyn std::error::Error + Send + Sync>),
+    /// A worker's own connection failed the request.
+    Request(hyper::Error),
     Body(hyper::Error, u16),
 }
 
@@ -199,42 +380,11 @@ impl Failure {
     fn classify(self, limits: Limits) -> (Outcome, Option<u16>, String) {
         match self {
             Failure::Client(e) => {
-                let text = chain(&e);
-                let io = io_kind(&e);
-                let outcome = if is_local(&e) {
-                    Outcome::Error {
-                        error: ErrorKind::Local,
-                        status: None,
-                    }
-                } else if e.is_connect() {
-                    match io {
-                        Some(std::io::ErrorKind::TimedOut) => Outcome::Timeout {
-                            phase: TimeoutPhase::Connect,
-                            limit_s: limits.connect.as_secs_f64(),
-                        },
-                        Some(std::io::ErrorKind::ConnectionRefused) => Outcome::Error {
-                            error: ErrorKind::ConnectRefused,
-                            status: None,
-                        },
-                        _ if text.contains("timed out") || text.contains("timeout") => {
-                            Outcome::Timeout {
-                                phase: TimeoutPhase::Connect,
-                                limit_s: limits.connect.as_secs_f64(),
-                            }
-                        }
-                        _ => Outcome::Error {
-                            error: ErrorKind::Connect,
-                            status: None,
-                        },
-                    }
-                } else {
-                    Outcome::Error {
-                        error: hyper_kind(&e, io),
-                        status: None,
-                    }
-                };
-                (outcome, None, text)
+                let connect = e.is_connect();
+                client_failure(&e, connect, limits)
             }
+            Failure::Connect(e) => client_failure(&*e, true, limits),
+            Failure::Request(e) => client_failure(&e, false, limits),
             Failure::Body(e, status) => {
                 let io = io_kind(&e);
                 let text = chain(&e);
@@ -249,6 +399,47 @@ impl Failure {
             }
         }
     }
+}
+
+/// A request that got no status: witness's own failure, the connect's, or the exchange's.
+fn client_failure(
+    e: &(dyn std::error::Error + 'static),
+    connect: bool,
+    limits: Limits,
+) -> (Outcome, Option<u16>, String) {
+    let text = chain(e);
+    let io = io_kind(e);
+    let outcome = if is_local(e) {
+        Outcome::Error {
+            error: ErrorKind::Local,
+            status: None,
+        }
+    } else if connect {
+        match io {
+            Some(std::io::ErrorKind::TimedOut) => Outcome::Timeout {
+                phase: TimeoutPhase::Connect,
+                limit_s: limits.connect.as_secs_f64(),
+            },
+            Some(std::io::ErrorKind::ConnectionRefused) => Outcome::Error {
+                error: ErrorKind::ConnectRefused,
+                status: None,
+            },
+            _ if text.contains("timed out") || text.contains("timeout") => Outcome::Timeout {
+                phase: TimeoutPhase::Connect,
+                limit_s: limits.connect.as_secs_f64(),
+            },
+            _ => Outcome::Error {
+                error: ErrorKind::Connect,
+                status: None,
+            },
+        }
+    } else {
+        Outcome::Error {
+            error: hyper_kind(e, io),
+            status: None,
+        }
+    };
+    (outcome, None, text)
 }
 
 fn hyper_kind(e: &(dyn std::error::Error + 'static), io: Option<std::io::ErrorKind>) -> ErrorKind {
@@ -339,6 +530,99 @@ mod tests {
         assert!(is_local(&wrapped));
         let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
         assert!(!is_local(&refused));
+    }
+
+    /// A server that answers `per_conn` requests on each connection, then closes it: with
+    /// `Connection: close` on the last answer (`polite`), or silently after it.
+    fn closing_server(per_conn: usize, polite: bool) -> u16 {
+        use std::io::{BufRead, BufReader, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { return };
+                std::thread::spawn(move || {
+                    let mut r = BufReader::new(s.try_clone().unwrap());
+                    let mut w = s;
+                    for n in 1..=per_conn {
+                        let mut line = String::new();
+                        // The request's head, up to its blank line (no bodies in this test).
+                        loop {
+                            line.clear();
+                            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                        }
+                        let close = if polite && n == per_conn {
+                            "Connection: close\r\n"
+                        } else {
+                            ""
+                        };
+                        let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n{close}\r\nok");
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    async fn ten_on_one_conn(port: u16) -> Vec<Outcome> {
+        let limits = Limits {
+            connect: Duration::from_secs(5),
+            whole: Duration::from_secs(10),
+            max_body: 1024,
+        };
+        let spec = RequestSpec {
+            method: Method::GET,
+            uri: format!("http://127.0.0.1:{port}/x?y=1").parse().unwrap(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        let req = Prepared::new(&spec);
+        let mut conn = Conn::new(limits);
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            let s = send_on(
+                &mut conn,
+                &req,
+                limits,
+                &Rejection::default(),
+                Instant::now(),
+            )
+            .await;
+            out.push(s.outcome);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_worker_s_connection_closed_by_the_server_is_replaced_without_a_failure() {
+        let polite = ten_on_one_conn(closing_server(3, true)).await;
+        assert!(polite.iter().all(|o| *o == Outcome::Ok), "{polite:?}");
+    }
+
+    #[test]
+    fn the_prepared_request_is_what_the_pooled_client_sends() {
+        let spec = |uri: &str| RequestSpec {
+            method: Method::GET,
+            uri: uri.parse().unwrap(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        let p = Prepared::new(&spec("http://127.0.0.1:8080/a/b?c=d"));
+        let r = p.request();
+        assert_eq!(r.uri(), "/a/b?c=d");
+        assert_eq!(r.headers()["host"], "127.0.0.1:8080");
+        let p = Prepared::new(&spec("http://example.test"));
+        let r = p.request();
+        assert_eq!(r.uri(), "/");
+        assert_eq!(r.headers()["host"], "example.test");
+        let mut s = spec("http://example.test:80/");
+        s.headers.insert("host", "other.test".parse().unwrap());
+        assert_eq!(Prepared::new(&s).request().headers()["host"], "other.test");
     }
 
     #[tokio::test]

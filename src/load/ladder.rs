@@ -237,8 +237,34 @@ pub async fn run_level(
     }
 }
 
-/// Plain HTTP workers, each sending back to back; returns how many requests were not sent because
-/// the server died and nothing restarts it.
+/// What every HTTP worker of a level shares (cheap to clone: counted references).
+#[derive(Clone)]
+struct Shared {
+    req: Arc<client::Prepared>,
+    limits: Limits,
+    rej: Arc<Rejection>,
+    budget: Budget,
+    journal: Journal,
+    ids: Arc<AtomicU64>,
+    group: Arc<str>,
+    /// The live line's counts, when there is a live line.
+    tally: Option<Arc<super::progress::Tally>>,
+    dead: Option<tokio::sync::watch::Receiver<State>>,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+/// How many threads send a level's requests: one per core (as wrk and oha do), never more than
+/// there are workers.
+fn sender_threads(concurrency: u32) -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    cores.clamp(1, concurrency.max(1))
+}
+
+/// Plain HTTP workers, each with its own keep-alive connection, sending back to back; returns how
+/// many requests were not sent because the server died and nothing restarts it. The workers are
+/// spread over one single-threaded runtime per core, each thread owning its share of the
+/// connections: a response wakes the worker on the thread that reads it, with no pool, no work
+/// stealing and no wake-up across threads between a request's end and its record.
 #[allow(clippy::too_many_arguments)]
 async fn run_http_workers(
     cfg: &LadderConfig,
@@ -251,99 +277,162 @@ async fn run_http_workers(
     progress: &LevelProgress,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> u64 {
-    let http = client::client(cfg.limits, concurrency as usize);
-    let group: Arc<str> = group_of_level(index).into();
-    let mut workers = tokio::task::JoinSet::new();
-    // Set when the server died and nothing restarts it: the level stops sending (a request to a port
-    // nobody listens on measures nothing) and counts what it did not send.
-    let dead = target.state();
-    for w in 0..concurrency {
-        let mut dead = dead.clone();
-        let tally = progress.tally.clone();
-        let http = http.clone();
-        let spec = cfg.spec.clone();
-        let rej = cfg.rejection.clone();
-        let limits = cfg.limits;
-        let journal = journal.clone();
-        let ids = ids.clone();
-        let group = group.clone();
-        let mut stop = stop.clone();
-        workers.spawn(async move {
-            let clock = journal.clock();
-            let mut sent = 0u32;
-            loop {
-                match budget {
-                    _ if *stop.borrow() => break,
-                    Budget::Rounds(r) if sent >= r => break,
-                    Budget::Until(t) if Instant::now() >= t => break,
-                    _ => {}
-                }
-                if dead
-                    .as_ref()
-                    .is_some_and(|s| matches!(&*s.borrow(), State::Finished { .. }))
-                {
-                    return match budget {
-                        Budget::Rounds(r) => (r - sent) as u64,
-                        Budget::Until(_) => 0,
-                    };
-                }
-                tally.started();
-                let started = Instant::now();
-                let s = tokio::select! {
-                    s = client::send(&http, &spec, limits, &rej) => s,
-                    _ = stopped(&mut stop) => {
-                        let end = Instant::now();
-                        journal.emit_at(
-                            clock.at(end),
-                            Event::Request {
-                                id: ids.fetch_add(1, Ordering::Relaxed),
-                                group: group.to_string(),
-                                worker: w,
-                                start_s: clock.at(started),
-                                duration_s: end.duration_since(started).as_secs_f64(),
-                                outcome: Outcome::Error {
-                                    error: ErrorKind::Interrupted,
-                                    status: None,
-                                },
-                                status: None,
-                                scheduled_s: None,
-                                detail: Some("in flight when witness stopped the run".into()),
-                                body_bytes: None,
-                                body_cut: false,
-                            },
-                        );
-                        break;
-                    }
-                };
-                tally.finished(&s.outcome);
-                sent += 1;
-                let outcome = s.outcome.clone();
-                journal_exchange(&journal, &ids, &group, w, s);
-                // Refused: nobody listens. If the server witness started just died, its supervisor
-                // says so in a moment; wait for that (bounded) rather than hammer a dead port.
-                let refused = matches!(
-                    &outcome,
-                    Outcome::Error {
-                        error: ErrorKind::ConnectRefused,
-                        ..
-                    }
-                );
-                if let (true, Some(state)) = (refused, dead.as_mut()) {
-                    let _ = tokio::time::timeout(
-                        Duration::from_millis(250),
-                        state.wait_for(|s| matches!(s, State::Finished { .. })),
-                    )
-                    .await;
+    let shared = Shared {
+        req: Arc::new(client::Prepared::new(&cfg.spec)),
+        limits: cfg.limits,
+        rej: Arc::new(cfg.rejection.clone()),
+        budget,
+        journal: journal.clone(),
+        ids: ids.clone(),
+        group: group_of_level(index).into(),
+        tally: progress.is_live().then(|| progress.tally.clone()),
+        // Set when the server died and nothing restarts it: the level stops sending (a request
+        // to a port nobody listens on measures nothing) and counts what it did not send.
+        dead: target.state(),
+        stop: stop.clone(),
+    };
+    let threads = sender_threads(concurrency);
+    let mut done = Vec::new();
+    let mut here = tokio::task::JoinSet::new();
+    for t in 0..threads {
+        let mine: Vec<u32> = (t..concurrency).step_by(threads as usize).collect();
+        let (tx, rx) = tokio::sync::oneshot::channel::<u64>();
+        let sh = shared.clone();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        let spawned = rt.map_err(|e| e.to_string()).and_then(|rt| {
+            let ws = mine.clone();
+            std::thread::Builder::new()
+                .name("witness-load".into())
+                .spawn(move || {
+                    let n = rt.block_on(async move {
+                        let mut set = tokio::task::JoinSet::new();
+                        for w in ws {
+                            set.spawn(http_worker(sh.clone(), w));
+                        }
+                        let mut n = 0u64;
+                        while let Some(r) = set.join_next().await {
+                            n += r.unwrap_or(0);
+                        }
+                        n
+                    });
+                    let _ = tx.send(n);
+                })
+                .map_err(|e| e.to_string())
+        });
+        match spawned {
+            Ok(_) => done.push(rx),
+            // No thread to spare: these workers run on the main runtime instead.
+            Err(_) => {
+                for w in mine {
+                    here.spawn(http_worker(shared.clone(), w));
                 }
             }
-            0u64
-        });
+        }
     }
     let mut not_sent = 0u64;
-    while let Some(n) = workers.join_next().await {
+    while let Some(n) = here.join_next().await {
         not_sent += n.unwrap_or(0);
     }
+    for rx in done {
+        not_sent += rx.await.unwrap_or(0);
+    }
     not_sent
+}
+
+/// One HTTP worker: its own connection, requests back to back until the budget is spent, the run
+/// stops, or the server is gone for good (then: how many of its rounds it did not send).
+async fn http_worker(sh: Shared, w: u32) -> u64 {
+    let Shared {
+        req,
+        limits,
+        rej,
+        budget,
+        journal,
+        ids,
+        group,
+        tally,
+        mut dead,
+        mut stop,
+    } = sh;
+    let clock = journal.clock();
+    let mut conn = client::Conn::new(limits);
+    let mut sent = 0u32;
+    // The last request's end: the budget's clock between requests, without another reading.
+    let mut now = Instant::now();
+    loop {
+        match budget {
+            _ if *stop.borrow() => break,
+            Budget::Rounds(r) if sent >= r => break,
+            Budget::Until(t) if now >= t => break,
+            _ => {}
+        }
+        if dead
+            .as_ref()
+            .is_some_and(|s| matches!(&*s.borrow(), State::Finished { .. }))
+        {
+            return match budget {
+                Budget::Rounds(r) => (r - sent) as u64,
+                Budget::Until(_) => 0,
+            };
+        }
+        if let Some(t) = &tally {
+            t.started();
+        }
+        let started = Instant::now();
+        let s = tokio::select! {
+            biased;
+            s = client::send_on(&mut conn, &req, limits, &rej, started) => s,
+            _ = stopped(&mut stop) => {
+                let end = Instant::now();
+                journal.emit_at(
+                    clock.at(end),
+                    Event::Request {
+                        id: ids.fetch_add(1, Ordering::Relaxed),
+                        group: group.to_string(),
+                        worker: w,
+                        start_s: clock.at(started),
+                        duration_s: end.duration_since(started).as_secs_f64(),
+                        outcome: Outcome::Error {
+                            error: ErrorKind::Interrupted,
+                            status: None,
+                        },
+                        status: None,
+                        scheduled_s: None,
+                        detail: Some("in flight when witness stopped the run".into()),
+                        body_bytes: None,
+                        body_cut: false,
+                    },
+                );
+                break;
+            }
+        };
+        if let Some(t) = &tally {
+            t.finished(&s.outcome);
+        }
+        sent += 1;
+        now = s.end;
+        // Refused: nobody listens. If the server witness started just died, its supervisor says
+        // so in a moment; wait for that (bounded) rather than hammer a dead port.
+        let refused = matches!(
+            &s.outcome,
+            Outcome::Error {
+                error: ErrorKind::ConnectRefused,
+                ..
+            }
+        );
+        journal_exchange(&journal, &ids, &group, w, s);
+        if let (true, Some(state)) = (refused, dead.as_mut()) {
+            let _ = tokio::time::timeout(
+                Duration::from_millis(250),
+                state.wait_for(|s| matches!(s, State::Finished { .. })),
+            )
+            .await;
+            now = Instant::now();
+        }
+    }
+    0
 }
 
 /// MCP workers: each opens its session once (timed apart), then calls the tool back to back. Over

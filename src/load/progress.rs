@@ -81,6 +81,11 @@ impl LevelProgress {
         Self { tally, ticker }
     }
 
+    /// Whether there is a live line to count for (otherwise nobody reads the tally).
+    pub fn is_live(&self) -> bool {
+        self.ticker.is_some()
+    }
+
     /// Clears the live line (the level's row replaces it).
     pub fn finish(self) {}
 }
