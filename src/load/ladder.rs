@@ -414,7 +414,10 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
         sent += 1;
         now = s.end;
         // Refused: nobody listens. If the server witness started just died, its supervisor says
-        // so in a moment; wait for that (bounded) rather than hammer a dead port.
+        // so in a moment; wait for that (bounded) rather than hammer a dead port. After a lost
+        // connection the server may be dying (its sockets close before its exit is reaped): a
+        // reconnect now would only meet its closing listener and fail too, so wait a moment for
+        // the supervisor (250 ms if the process is already a zombie, else 50 ms).
         let refused = matches!(
             &s.outcome,
             Outcome::Error {
@@ -422,11 +425,30 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
                 ..
             }
         );
+        let lost = matches!(
+            &s.outcome,
+            Outcome::Error {
+                error: ErrorKind::Reset | ErrorKind::ClosedBeforeResponse | ErrorKind::Closed,
+                ..
+            }
+        );
         journal_exchange(&journal, &ids, &group, w, s);
-        if let (true, Some(state)) = (refused, dead.as_mut()) {
+        let dying = lost
+            && dead.as_ref().is_some_and(|d| match &*d.borrow() {
+                State::Running(id) => matches!(process_state(id.pid), None | Some('Z' | 'X')),
+                _ => false,
+            });
+        if let (true, Some(state)) = (refused || dying, dead.as_mut()) {
             let _ = tokio::time::timeout(
                 Duration::from_millis(250),
                 state.wait_for(|s| matches!(s, State::Finished { .. })),
+            )
+            .await;
+            now = Instant::now();
+        } else if let (true, Some(state)) = (lost, dead.as_mut()) {
+            let _ = tokio::time::timeout(
+                Duration::from_millis(50),
+                state.wait_for(|s| !matches!(s, State::Running(_))),
             )
             .await;
             now = Instant::now();
