@@ -106,12 +106,7 @@ pub async fn send(
     let seen_bytes = AtomicU64::new(0);
     let work = async {
         let resp = client.request(req).await.map_err(Failure::Client)?;
-        let status = resp.status().as_u16();
-        seen_status.store(status as u32, Ordering::Relaxed);
-        let (kept, total) = read_body(resp.into_body(), limits.max_body, &seen_bytes)
-            .await
-            .map_err(|e| Failure::Body(e, status))?;
-        Ok::<_, Failure>((status, kept, total))
+        take_response(resp, limits, &seen_status, &seen_bytes).await
     };
     let res = tokio::time::timeout(limits.whole, work).await;
     let end = Instant::now();
@@ -318,12 +313,7 @@ pub async fn send_on(
                 }
             }
         };
-        let status = resp.status().as_u16();
-        seen_status.store(status as u32, Ordering::Relaxed);
-        let (kept, total) = read_body(resp.into_body(), limits.max_body, &seen_bytes)
-            .await
-            .map_err(|e| Failure::Body(e, status))?;
-        Ok::<_, Failure>((status, kept, total))
+        take_response(resp, limits, &seen_status, &seen_bytes).await
     };
     let res = tokio::time::timeout(limits.whole, work).await;
     let end = Instant::now();
@@ -332,6 +322,22 @@ pub async fn send_on(
         conn.live = None;
     }
     finish(start, end, res, &seen_status, &seen_bytes, limits, rej)
+}
+
+/// A response's status and body (at most `limits.max_body` kept, all of it counted), noting both in
+/// `seen_*` as they arrive so that a timeout dropping this still knows how far it got.
+async fn take_response(
+    resp: hyper::Response<hyper::body::Incoming>,
+    limits: Limits,
+    seen_status: &AtomicU32,
+    seen_bytes: &AtomicU64,
+) -> Result<(u16, Vec<u8>, u64), Failure> {
+    let status = resp.status().as_u16();
+    seen_status.store(status as u32, Ordering::Relaxed);
+    let (kept, total) = read_body(resp.into_body(), limits.max_body, seen_bytes)
+        .await
+        .map_err(|e| Failure::Body(e, status))?;
+    Ok((status, kept, total))
 }
 
 /// Reads a body to its end, keeping at most `max` bytes; returns the kept prefix and the total.
