@@ -78,28 +78,6 @@ struct Acc {
     failed: Summary,
 }
 
-/// None unless the journal was made by merging sources.
-pub fn analyze(
-    header: &Header,
-    recs: &[Record],
-    lives: &[ProcessLife],
-    settings: &Settings,
-    load: Option<&mut LoadAnalysis>,
-    suspicions: &mut Vec<Suspicion>,
-) -> Option<MergedAnalysis> {
-    let spans = RequestSpans::of(recs.iter());
-    analyze_streaming(
-        header,
-        recs,
-        &mut recs.iter().cloned(),
-        &spans,
-        lives,
-        settings,
-        load,
-        suspicions,
-    )
-}
-
 /// Where each source's requests end, first and last (what a first pass learns): k6's time windows
 /// are laid out from it before the requests stream through.
 #[derive(Clone, Debug, Default)]
@@ -116,20 +94,14 @@ impl RequestSpans {
             e.1 = e.1.max(r.t_s);
         }
     }
-    pub fn of<'a>(recs: impl Iterator<Item = &'a Record>) -> Self {
-        let mut s = Self::default();
-        for r in recs {
-            s.add(r);
-        }
-        s
-    }
 }
 
 /// The merged analysis from the lifecycle records (`recs`) and the requests streamed once
 /// (`requests`; anything else in it is ignored), in bounded state: counts and HDR summaries per
 /// source and group, the first failures annotated, k6's time windows.
+/// None unless the journal was made by merging sources.
 #[allow(clippy::too_many_arguments)]
-pub fn analyze_streaming(
+pub fn analyze(
     header: &Header,
     recs: &[Record],
     requests: &mut dyn Iterator<Item = Record>,

@@ -116,7 +116,9 @@ const LIFECYCLE_KINDS: &[&str] = &[
 /// (every record but the requests: lifecycle, probes, levels, samples — bounded by the run's events,
 /// not by its request count), the second folds the requests into per-level, per-kind and per-bucket
 /// accumulators (counts, HDR summaries, the first failures, at most [`picture::SPAN_KEEP`] spans).
-/// Memory does not grow with the number of requests.
+/// A merged journal's requests take a third pass, once the ladder's verdicts are known (its
+/// annotations add words about clocks to the ladder's failures). Memory does not grow with the
+/// number of requests.
 pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     let header = journal.header();
     // Pass 1: the context.
@@ -124,12 +126,13 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     let mut context: Vec<Record> = Vec::new();
     let mut end_s = 0.0f64;
     let mut spans = merged::RequestSpans::default();
-    let mut requests = 0u64;
+    let merging = !header.sources.is_empty();
     for r in pass.by_ref() {
         end_s = end_s.max(r.t_s);
         if matches!(r.event, Event::Request { .. }) {
-            requests += 1;
-            spans.add(&r);
+            if merging {
+                spans.add(&r);
+            }
         } else {
             context.push(r);
         }
@@ -137,7 +140,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     let read = pass.state();
     drop(pass);
     let recs = &context[..];
-    // Pass 2 (and a third for soak or merged runs): the requests, each through bounded state.
+    // Pass 2 (and a third for a merged journal): the requests, each through bounded state.
     let requests_pass = || {
         journal
             .pass()
@@ -190,17 +193,22 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         .as_ref()
         .map(|_| request_timers::Failures::new(recs));
     let mut picture_requests = picture::Requests::new(end_s);
-    if requests > 0 {
-        for r in requests_pass() {
+    let soak = {
+        let mut fold = requests_pass().inspect(|r| {
             if let Some(l) = ladder.as_mut() {
-                l.request(&r);
+                l.request(r);
             }
             if let Some(f) = failures.as_mut() {
-                f.request(&r);
+                f.request(r);
             }
-            picture_requests.request(&r);
-        }
-    }
+            picture_requests.request(r);
+        });
+        // A soak's own figures are folded from the same pass; whatever it leaves unread (all of
+        // it, when this is not a soak) is read to the end for the others.
+        let soak = soak::analyze_soak(recs, &mut fold, &settings, end_s);
+        fold.for_each(drop);
+        soak
+    };
     let mut load = settings.load.as_ref().zip(ladder).map(|(ls, acc)| {
         let (mut load, more) = acc.finish(ls.factor, ls.cliff_slack_s);
         suspicions.extend(more);
@@ -212,26 +220,21 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         }
         load
     });
-    let merged = merged::analyze_streaming(
-        header,
-        recs,
-        &mut requests_pass().take(if header.sources.is_empty() {
-            0
-        } else {
-            usize::MAX
-        }),
-        &spans,
-        &processes,
-        &settings,
-        load.as_mut(),
-        &mut suspicions,
-    );
-    suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-    let soak = if soak::SoakSettings::of(&settings).is_some() {
-        soak::analyze_soak_streaming(recs, &mut requests_pass(), &settings, end_s)
+    let merged = if merging {
+        merged::analyze(
+            header,
+            recs,
+            &mut requests_pass(),
+            &spans,
+            &processes,
+            &settings,
+            load.as_mut(),
+            &mut suspicions,
+        )
     } else {
         None
     };
+    suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     Analysis {
         mode: header.mode.clone(),
         command: header.command.clone(),
@@ -239,7 +242,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         hostname: header.hostname.clone(),
         end_s,
         partial,
-        picture: picture::build_with(recs, &processes, &suspicions, picture_requests),
+        picture: picture::build(recs, &processes, &suspicions, picture_requests),
         suspicions,
         load,
         soak,

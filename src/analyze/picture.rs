@@ -217,17 +217,8 @@ pub struct Picture {
     pub exchange: Option<String>,
 }
 
-pub fn build(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> Picture {
-    let end_s = recs.iter().map(|r| r.t_s).fold(0.0, f64::max);
-    let mut acc = Requests::new(end_s);
-    for r in recs {
-        acc.request(r);
-    }
-    build_with(recs, lives, suspicions, acc)
-}
-
 /// The picture from the run's lifecycle records and the requests already folded into `acc`.
-pub fn build_with(
+pub fn build(
     recs: &[Record],
     lives: &[ProcessLife],
     suspicions: &[Suspicion],

@@ -72,16 +72,6 @@ pub fn command_line_timers(command: &[String]) -> Vec<(f64, TimerSource)> {
     out
 }
 
-/// The suspicions a run's failed requests raise. `named`: the `--timer` values and the timers the
-/// server's command line names.
-pub fn suspicions(recs: &[Record], named: &[(f64, TimerSource)]) -> Vec<Suspicion> {
-    let mut acc = Failures::new(recs);
-    for r in recs {
-        acc.request(r);
-    }
-    acc.finish(recs, named)
-}
-
 /// Failed requests kept for clustering at most (16 bytes each): beyond that, the first ones judge.
 pub const FAILED_KEPT: usize = 100_000;
 
@@ -263,6 +253,15 @@ fn log_line_near(recs: &[Record], at: &[Failed]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The suspicions of a hand-built journal: its requests folded in one pass, as `analyze` does.
+    fn suspicions(recs: &[Record], named: &[(f64, TimerSource)]) -> Vec<Suspicion> {
+        let mut acc = Failures::new(recs);
+        for r in recs {
+            acc.request(r);
+        }
+        acc.finish(recs, named)
+    }
     use crate::journal::Stream;
 
     fn failed(t_end: f64, d: f64, status: u16) -> Record {

@@ -272,14 +272,10 @@ struct Req<'a> {
     outcome: &'a Outcome,
 }
 
-/// The soak analysis of a journal, or None when it is not a soak's.
-pub fn analyze_soak(recs: &[Record], settings: &Settings, end_s: f64) -> Option<SoakAnalysis> {
-    analyze_soak_streaming(recs, &mut recs.iter().cloned(), settings, end_s)
-}
-
 /// The soak analysis from the run's lifecycle records (`recs`) and its requests streamed once
-/// (`requests`; anything else in it is ignored), folded per kind into bounded summaries.
-pub fn analyze_soak_streaming(
+/// (`requests`; anything else in it is ignored), folded per kind into bounded summaries; None when
+/// the journal is not a soak's.
+pub fn analyze_soak(
     recs: &[Record],
     requests: &mut dyn Iterator<Item = Record>,
     settings: &Settings,
@@ -943,7 +939,13 @@ mod tests {
         ev.sort_by(|a, b| a.0.total_cmp(&b.0));
         let l: Loaded = loaded(ev);
         let settings = crate::analyze::analyze(&l).settings;
-        analyze_soak(&l.records, &settings, l.end_s()).expect("a soak")
+        analyze_soak(
+            &l.records,
+            &mut l.records.iter().cloned(),
+            &settings,
+            l.end_s(),
+        )
+        .expect("a soak")
     }
 
     const MB: u64 = 1 << 20;

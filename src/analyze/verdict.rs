@@ -116,21 +116,6 @@ pub struct LoadAnalysis {
 /// At most this many failed requests are annotated per level in the report.
 const FAILURES_KEPT: usize = 20;
 
-/// A failed request in flight when the server exited: annotated like the seed asks.
-pub fn analyze_load(
-    recs: &[Record],
-    lives: &[ProcessLife],
-    factor: f64,
-    slack_s: f64,
-    named: &[(f64, TimerSource)],
-) -> (LoadAnalysis, Vec<Suspicion>) {
-    let mut acc = LoadAcc::new(recs, lives, named);
-    for r in recs {
-        acc.request(r);
-    }
-    acc.finish(factor, slack_s)
-}
-
 /// Request-driven suspicions (a failed request that died with the server at a timer) kept at most.
 const REQUEST_SUSPICIONS_KEPT: usize = 100;
 

@@ -438,23 +438,28 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
                 State::Running(id) => matches!(process_state(id.pid), None | Some('Z' | 'X')),
                 _ => false,
             });
-        if let (true, Some(state)) = (refused || dying, dead.as_mut()) {
-            let _ = tokio::time::timeout(
-                Duration::from_millis(250),
-                state.wait_for(|s| matches!(s, State::Finished { .. })),
-            )
-            .await;
-            now = Instant::now();
-        } else if let (true, Some(state)) = (lost, dead.as_mut()) {
-            let _ = tokio::time::timeout(
-                Duration::from_millis(50),
-                state.wait_for(|s| !matches!(s, State::Running(_))),
-            )
-            .await;
-            now = Instant::now();
+        if let Some(state) = dead.as_mut() {
+            if refused || dying {
+                let gone = |s: &State| matches!(s, State::Finished { .. });
+                wait_for_supervisor(state, Duration::from_millis(250), gone).await;
+                now = Instant::now();
+            } else if lost {
+                let not_running = |s: &State| !matches!(s, State::Running(_));
+                wait_for_supervisor(state, Duration::from_millis(50), not_running).await;
+                now = Instant::now();
+            }
         }
     }
     0
+}
+
+/// Waits, at most `limit`, until the supervisor's state of the server satisfies `until`.
+async fn wait_for_supervisor(
+    state: &mut tokio::sync::watch::Receiver<State>,
+    limit: Duration,
+    until: impl FnMut(&State) -> bool,
+) {
+    let _ = tokio::time::timeout(limit, state.wait_for(until)).await;
 }
 
 /// MCP workers: each opens its session once (timed apart), then calls the tool back to back. Over

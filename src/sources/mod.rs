@@ -477,6 +477,8 @@ pub struct MergedReplay {
     specs: Vec<Spec>,
     command: Vec<String>,
     header: Header,
+    /// The merge `open` made to check the inputs: the first pass, not merged twice.
+    first: std::cell::RefCell<Option<Merged>>,
 }
 
 impl MergedReplay {
@@ -486,7 +488,8 @@ impl MergedReplay {
         Ok(Self {
             specs: specs.to_vec(),
             command,
-            header: first.header,
+            header: first.header.clone(),
+            first: std::cell::RefCell::new(Some(first)),
         })
     }
 }
@@ -496,6 +499,9 @@ impl crate::journal::Replay for MergedReplay {
         &self.header
     }
     fn pass(&self) -> Box<dyn crate::journal::RecordPass + '_> {
+        if let Some(first) = self.first.borrow_mut().take() {
+            return Box::new(first);
+        }
         match merge(&self.specs, self.command.clone()) {
             Ok(m) => Box::new(m),
             Err(e) => Box::new(crate::journal::replay::Failed(format!(
