@@ -452,6 +452,12 @@ fn a_sigstopped_server_is_called_stopped() {
     }
     let _guard = KillOnDrop(w.id() as i32);
     wait_listening(port);
+    // The server may listen before witness has journalled its spawn (a loaded machine): wait for it.
+    wait_until(
+        "witness to journal the spawn",
+        Duration::from_secs(10),
+        || !events(&journal_lines(&journal), "spawn").is_empty(),
+    );
     let lines = journal_lines(&journal);
     let pid = events(&lines, "spawn")[0]["pid"].as_i64().unwrap() as i32;
     kill(pid, 19); // SIGSTOP
