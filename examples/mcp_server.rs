@@ -1,11 +1,14 @@
-//! An example MCP server with the seed's behaviours, built with the official Rust SDK's server side
+//! An example MCP server with the 85-second story's behaviours, built with the official Rust SDK's server side
 //! (`rmcp`), over stdio (the default) or streamable HTTP. The integration tests run it as a real
 //! process; users can point witness at it to see what each failure looks like.
 //!
 //! Tools:
-//! - `search`: holds one server-wide lock for `--lock` (default 1s), like the seed's McpServer Mutex:
+//! - `search`: holds one server-wide lock for `--lock` (default 1s), like the 85-second server's McpServer Mutex:
 //!   concurrent calls queue, so n calls take about n × the lock.
 //! - `sleep`: sleeps `ms` (argument, default 100) without the lock.
+//! - `echo`: answers its `text` argument at once, as the Python test server's `echo` does: the tool
+//!   for timing a round trip with nothing in it but the transport (`sleep` with `ms: 0` still waits
+//!   for the runtime's next timer tick, up to a millisecond).
 //! - `hang`: never answers; a `notifications/cancelled` for it is logged on stderr
 //!   (`mcp_server: cancelled request ID: REASON`).
 //! - `fail`: answers a result with `isError: true` and a text saying why.
@@ -14,7 +17,7 @@
 //! - `--http PORT`: streamable HTTP on 127.0.0.1:PORT at `/mcp` (stateful sessions; `--stateless` for
 //!   none). `/health` answers 200 too. Without it: stdio.
 //! - `--lock DURATION` (ms or s suffix): how long `search` holds the lock.
-//! - `--watchdog DURATION`: a startup watchdog, as the seed's binary arms for every subcommand: after
+//! - `--watchdog DURATION`: a startup watchdog, as the 85-second server's binary arms for every subcommand: after
 //!   it, the process logs `[oi] process watchdog: force-exiting after Ns (exit 124)` and exits 124.
 //! - `--require-secret-env NAME` (HTTP): `/mcp` answers 401 unless `Authorization: Bearer $NAME`.
 //! - `--capacity N`: more than N tool calls in flight are refused with a JSON-RPC error naming
@@ -71,6 +74,13 @@ fn tools() -> Vec<Tool> {
             "Sleeps `ms` milliseconds without any lock",
             schema(
                 serde_json::json!({"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0}}}),
+            ),
+        ),
+        Tool::new(
+            "echo",
+            "Answers its `text` argument at once",
+            schema(
+                serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
             ),
         ),
         Tool::new("hang", "Never answers", empty.clone()),
@@ -130,6 +140,13 @@ impl ServerHandler for Server {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 format!("slept {ms} ms")
             }
+            "echo" => request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("text"))
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string(),
             "hang" => {
                 // Ends only when the client cancels (the SDK cancels this token on
                 // notifications/cancelled), and then sends no answer, as the protocol says.

@@ -18,6 +18,9 @@
 //! - `GET /health`: 200 `ok` at once, even while `/call` is hung or locked (never takes the
 //!   `/call` lock); 500 `unhealthy` once `--health-fail-after` is reached.
 //! - `/call` (any method): behaves as `--call` says; 200 `{"ok":true}` when it answers.
+//! - `/echo` (any method): 200 with the request's body sent back as it is read, in chunks
+//!   (`Transfer-Encoding: chunked`, the one route without `Content-Length`), so a body of any
+//!   size passes both ways at once through whatever sits between (a proxy under test).
 //! - `GET /stats`: 200 `{"requests":N,"in_flight":N,"leaked_bytes":N,"queued":N}`, where
 //!   `requests` counts every request received, `in_flight` the `/call` requests being
 //!   served (hung ones included), and `queued` the `/call` requests waiting for the lock.
@@ -47,6 +50,8 @@
 //! - `--require-secret-env NAME`: `/call` needs `Authorization: Bearer <$NAME>`, otherwise
 //!   401 `{"error":"bad credentials"}`. Exits 2 at startup if NAME is unset or empty. The
 //!   secret is never printed.
+//! - `--require-header-env NAME=VAR` (repeatable): `/call` needs header NAME to equal `$VAR`
+//!   (a cookie, an API key), otherwise 401. Exits 2 at startup if VAR is unset or empty.
 //! - `--access-log`: print `METHOD PATH STATUS` to stdout for every answered request.
 //! - `--max-conns N`: with more than N connections open, a further connection's requests are
 //!   answered at once with 503 `too many connections` and the connection is closed (a server
@@ -54,6 +59,9 @@
 //! - `--never-accept`: bind and listen with the smallest backlog, fill the accept queue
 //!   with connections to itself, print the listening line, and never call accept, so
 //!   further TCP connects stall.
+//! - `--stall-once N:DUR`: when the Nth `/call` request arrives, the server stalls for DUR once:
+//!   that request and every `/call` arriving before the stall ends wait until it ends (a
+//!   stop-the-world pause), then are answered as `--call` says.
 //! - `--help`: print usage and exit 0.
 //!
 //! A bad flag or value prints an error naming the flag and exits 2.
@@ -67,7 +75,7 @@ use std::process;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 extern "C" {
     fn alarm(seconds: c_uint) -> c_uint;
@@ -92,14 +100,20 @@ usage: toy_server [FLAGS]
   --reject-body TEXT          body used by --capacity instead of {\"error\":\"QUEUE_FULL\"}
   --leak BYTES                every /call leaks BYTES of touched memory (64k, 1m, ...)
   --health-fail-after N       /health answers 500 once N /call requests were answered
+  --stall-once N:DUR          the Nth /call opens a DUR stall: every /call until its end waits
   --require-secret-env NAME   /call needs 'Authorization: Bearer $NAME' (else 401)
+  --require-header-env H=VAR  /call needs header H equal to $VAR (else 401; repeatable)
   --access-log                print 'METHOD PATH STATUS' per request to stdout
   --max-conns N               over N open connections -> 503 'too many connections', closed
   --never-accept              listen with a full accept queue and never accept
+  --helper-per-request CMD    run `sh -c CMD` for every /call (REQ=n in its environment, n from 1),
+                              as an MCP server runs git per call; a helper that fails or prints
+                              'fail' -> 500 'helper failed'
   --help                      this text
 
 Durations: 500ms, 2s, 1.5s, 1m, 1h (bare number = seconds). Sizes: 4096, 64k, 1m, 1g.
-Routes: GET /health, /call (any method), GET /stats; anything else is 404.
+Routes: GET /health, /call (any method), /echo (the body back, chunked), GET /stats;
+anything else is 404.
 ";
 
 const JSON: &str = "application/json";
@@ -138,8 +152,13 @@ struct Config {
     leak: usize,
     health_fail_after: Option<u64>,
     secret_env: Option<String>,
+    /// `--require-header-env NAME=VAR`: header NAME must equal $VAR on /call.
+    header_env: Vec<(String, String)>,
     access_log: bool,
     never_accept: bool,
+    helper: Option<String>,
+    /// `--stall-once N:DUR`.
+    stall_once: Option<(u64, Duration)>,
 }
 
 impl Default for Config {
@@ -160,8 +179,11 @@ impl Default for Config {
             leak: 0,
             health_fail_after: None,
             secret_env: None,
+            header_env: Vec::new(),
             access_log: false,
             never_accept: false,
+            helper: None,
+            stall_once: None,
         }
     }
 }
@@ -169,7 +191,11 @@ impl Default for Config {
 struct State {
     cfg: Config,
     secret: Option<String>,
+    /// Headers /call needs (lowercase name, value), read from the environment at start.
+    required: Vec<(String, String)>,
     requests: AtomicU64,
+    /// `--helper-per-request` runs so far.
+    helper_runs: AtomicU64,
     in_flight: AtomicU64,
     answered: AtomicU64,
     leaked_bytes: AtomicU64,
@@ -177,6 +203,9 @@ struct State {
     /// Connections accepted and not yet closed (for `--max-conns`).
     open_conns: AtomicU64,
     call_lock: Mutex<()>,
+    /// `/call` requests received (for `--stall-once`), and the stall's end once it began.
+    calls: AtomicU64,
+    stall_until: Mutex<Option<Instant>>,
     leaked: Mutex<Vec<Vec<u8>>>,
 }
 
@@ -370,6 +399,31 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Config, String> 
                 }
                 cfg.secret_env = Some(v);
             }
+            "--require-header-env" => {
+                let v = value_of(f, inline, &mut it)?;
+                match v.split_once('=') {
+                    Some((name, var)) if !name.is_empty() && !var.is_empty() => cfg
+                        .header_env
+                        .push((name.to_ascii_lowercase(), var.to_string())),
+                    _ => {
+                        return Err(bad_value(
+                            f,
+                            &v,
+                            "NAME=VAR: a header name and an environment variable",
+                        ))
+                    }
+                }
+            }
+            "--stall-once" => {
+                let v = value_of(f, inline, &mut it)?;
+                let bad = || {
+                    format!("--stall-once {v:?}: write it like 20:2s (the 20th /call stalls 2s)")
+                };
+                let (n, d) = v.split_once(':').ok_or_else(bad)?;
+                let n: u64 = n.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?;
+                cfg.stall_once = Some((n, parse_duration(d).ok_or_else(bad)?));
+            }
+            "--helper-per-request" => cfg.helper = Some(value_of(f, inline, &mut it)?),
             _ if f.starts_with('-') => return Err(format!("unknown flag '{f}' (see --help)")),
             _ => return Err(format!("unexpected argument '{arg}' (see --help)")),
         }
@@ -385,6 +439,17 @@ struct Request {
     target: String,
     keep_alive: bool,
     authorization: Option<String>,
+    /// Every header as received (lowercase names), for `--require-header-env`.
+    headers: Vec<(String, String)>,
+    /// The body still to read (only `/echo` leaves it unread: it sends it back as it reads).
+    body: Unread,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Unread {
+    Nothing,
+    Length(u64),
+    Chunked,
 }
 
 enum ReadError {
@@ -502,6 +567,7 @@ fn read_request(r: &mut BufReader<TcpStream>, w: &mut TcpStream) -> Result<Reque
     let mut keep_alive_token = false;
     let mut expect_continue = false;
     let mut authorization = None;
+    let mut headers = Vec::new();
     let mut count = 0;
     loop {
         if !read_line(r, &mut line)? {
@@ -522,6 +588,7 @@ fn read_request(r: &mut BufReader<TcpStream>, w: &mut TcpStream) -> Result<Reque
             return Err(ReadError::Bad("malformed header name"));
         }
         let value = value.trim();
+        headers.push((name.to_ascii_lowercase(), value.to_string()));
         if name.eq_ignore_ascii_case("content-length") {
             let n: u64 = value
                 .parse()
@@ -556,13 +623,23 @@ fn read_request(r: &mut BufReader<TcpStream>, w: &mut TcpStream) -> Result<Reque
         w.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
             .map_err(|_| ReadError::Closed)?;
     }
-    if chunked {
-        discard_chunked(r, &mut line)?;
-    } else if let Some(len) = content_length {
-        discard_body(r, len)?;
-    }
+    let body = if path_of(&target) == "/echo" {
+        match (chunked, content_length) {
+            (true, _) => Unread::Chunked,
+            (false, Some(n)) if n > 0 => Unread::Length(n),
+            _ => Unread::Nothing,
+        }
+    } else {
+        if chunked {
+            discard_chunked(r, &mut line)?;
+        } else if let Some(len) = content_length {
+            discard_body(r, len)?;
+        }
+        Unread::Nothing
+    };
 
     Ok(Request {
+        body,
         method,
         target,
         keep_alive: if http11 {
@@ -571,6 +648,7 @@ fn read_request(r: &mut BufReader<TcpStream>, w: &mut TcpStream) -> Result<Reque
             keep_alive_token && !close
         },
         authorization,
+        headers,
     })
 }
 
@@ -588,6 +666,72 @@ fn reason(status: u16) -> &'static str {
         504 => "Gateway Timeout",
         _ => "Status",
     }
+}
+
+/// `/echo`: a chunked 200 carrying the request's body back, each piece written as it is read, so
+/// memory stays at one piece whatever the size and both directions stream at once.
+fn write_echo(
+    r: &mut BufReader<TcpStream>,
+    w: &mut TcpStream,
+    body: Unread,
+    keep_alive: bool,
+) -> Result<(), ReadError> {
+    let connection = if keep_alive { "keep-alive" } else { "close" };
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\nConnection: {connection}\r\n\r\n"
+    );
+    let closed = |_| ReadError::Closed;
+    w.write_all(head.as_bytes()).map_err(closed)?;
+    let mut piece = vec![0u8; 64 * 1024];
+    let mut copy = |r: &mut BufReader<TcpStream>, w: &mut TcpStream, mut left: u64| {
+        while left > 0 {
+            let k = left.min(piece.len() as u64) as usize;
+            let n = r.read(&mut piece[..k]).map_err(closed)?;
+            if n == 0 {
+                return Err(ReadError::Closed);
+            }
+            w.write_all(format!("{n:x}\r\n").as_bytes())
+                .and_then(|_| w.write_all(&piece[..n]))
+                .and_then(|_| w.write_all(b"\r\n"))
+                .map_err(closed)?;
+            left -= n as u64;
+        }
+        Ok(())
+    };
+    match body {
+        Unread::Nothing => {}
+        Unread::Length(n) => copy(r, w, n)?,
+        Unread::Chunked => {
+            let mut line = Vec::with_capacity(64);
+            loop {
+                if !read_line(r, &mut line)? {
+                    return Err(ReadError::Closed);
+                }
+                let text =
+                    std::str::from_utf8(&line).map_err(|_| ReadError::Bad("bad chunk size"))?;
+                let size = u64::from_str_radix(text.split(';').next().unwrap_or("").trim(), 16)
+                    .map_err(|_| ReadError::Bad("bad chunk size"))?;
+                if size == 0 {
+                    // Trailers, up to the empty line (not sent back).
+                    for _ in 0..=MAX_HEADERS {
+                        if !read_line(r, &mut line)? {
+                            return Err(ReadError::Closed);
+                        }
+                        if line.is_empty() {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                copy(r, w, size)?;
+                if !read_line(r, &mut line)? || !line.is_empty() {
+                    return Err(ReadError::Bad("chunk not followed by CRLF"));
+                }
+            }
+        }
+    }
+    w.write_all(b"0\r\n\r\n").map_err(closed)?;
+    w.flush().map_err(closed)
 }
 
 /// A 200 whose body is `n` bytes of 'x', written in 64 KiB pieces.
@@ -674,6 +818,11 @@ fn call(state: &State, req: &Request) -> (u16, &'static str, String) {
             return (401, JSON, r#"{"error":"bad credentials"}"#.to_string());
         }
     }
+    for (name, want) in &state.required {
+        if !req.headers.iter().any(|(n, v)| n == name && v == want) {
+            return (401, JSON, format!(r#"{{"error":"bad or missing {name}"}}"#));
+        }
+    }
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     if state.cfg.capacity.is_some_and(|cap| now > cap) {
         state.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -681,6 +830,19 @@ fn call(state: &State, req: &Request) -> (u16, &'static str, String) {
         return (status, JSON, state.cfg.reject_body.clone());
     }
     leak(state);
+    if let Some((n, d)) = state.cfg.stall_once {
+        let k = state.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let until = {
+            let mut w = state.stall_until.lock().unwrap_or_else(|e| e.into_inner());
+            if k == n {
+                *w = Some(Instant::now() + d);
+            }
+            *w
+        };
+        if let Some(wait) = until.and_then(|u| u.checked_duration_since(Instant::now())) {
+            thread::sleep(wait);
+        }
+    }
     match state.cfg.call {
         CallMode::Fast => {}
         CallMode::Hang => loop {
@@ -769,6 +931,49 @@ fn handle_connection(stream: TcpStream, state: &State, open: u64) {
                     }
                     let _ = writer.shutdown(Shutdown::Write);
                     return;
+                }
+                if path_of(&req.target) == "/echo" {
+                    let sent = write_echo(&mut reader, &mut writer, req.body, req.keep_alive);
+                    if state.cfg.access_log {
+                        out_line(&format!("{} {} 200", req.method, req.target));
+                    }
+                    if sent.is_err() || !req.keep_alive {
+                        let _ = writer.shutdown(Shutdown::Write);
+                        return;
+                    }
+                    continue;
+                }
+                if let Some(cmd) = state
+                    .cfg
+                    .helper
+                    .as_deref()
+                    .filter(|_| path_of(&req.target) == "/call")
+                {
+                    let n = state.helper_runs.fetch_add(1, Ordering::SeqCst) + 1;
+                    let ran = process::Command::new("sh")
+                        .args(["-c", cmd])
+                        .env("REQ", n.to_string())
+                        .stdin(process::Stdio::null())
+                        .stderr(process::Stdio::null())
+                        .output();
+                    let ok = ran.is_ok_and(|o| {
+                        o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("fail")
+                    });
+                    if !ok {
+                        let _ = write_response(
+                            &mut writer,
+                            500,
+                            TEXT,
+                            "helper failed",
+                            req.keep_alive,
+                            false,
+                        );
+                        if !req.keep_alive {
+                            let _ = writer.shutdown(Shutdown::Write);
+                            return;
+                        }
+                        continue;
+                    }
                 }
                 if path_of(&req.target) == "/call" {
                     match state.cfg.call {
@@ -916,16 +1121,31 @@ fn main() {
     let local = listener.local_addr().unwrap_or(addr);
     out_line(&format!("toy_server listening on http://{local}"));
 
+    let required = cfg
+        .header_env
+        .iter()
+        .map(|(name, var)| match env::var(var) {
+            Ok(v) if !v.is_empty() => (name.clone(), v),
+            _ => fail(
+                2,
+                &format!("--require-header-env: environment variable {var} is not set (or empty)"),
+            ),
+        })
+        .collect();
     let state: &'static State = Box::leak(Box::new(State {
         cfg,
         secret,
+        required,
         requests: AtomicU64::new(0),
+        helper_runs: AtomicU64::new(0),
         in_flight: AtomicU64::new(0),
         answered: AtomicU64::new(0),
         leaked_bytes: AtomicU64::new(0),
         queued: AtomicU64::new(0),
         open_conns: AtomicU64::new(0),
         call_lock: Mutex::new(()),
+        calls: AtomicU64::new(0),
+        stall_until: Mutex::new(None),
         leaked: Mutex::new(Vec::new()),
     }));
 

@@ -16,12 +16,25 @@ import tempfile
 import time
 
 QUICK = "--quick" in sys.argv
+
+
+def flag(name, default):
+    """The value after `name` on the command line (scripts/bench-relay.sh passes them), else default."""
+    if name in sys.argv[1:-1]:
+        return sys.argv[sys.argv.index(name) + 1]
+    return default
+
+
+ONLY = [s for s in flag("--only", "").split(",") if s]
 CONNS = 64
 SECS = 2 if QUICK else 5
 ROUNDS = 1 if QUICK else 3
 W = os.path.abspath("target/release/witness")
 TOY = os.path.abspath("target/release/toy_server")
 SPEW = os.path.abspath("target/release/spew")
+MCP_SERVER = os.path.abspath("target/release/mcp_server")
+MCP_RS_CLIENT = os.path.abspath("target/release/mcp_rs_client")
+PY_CLIENT = os.path.abspath("examples/py/mcp_client.py")
 TMP = tempfile.mkdtemp(prefix="witness-bench-")
 rows = []  # (section, what, figure, ratio)
 
@@ -306,8 +319,67 @@ def startup():
                  "connect floor + health probe included"))
 
 
+def median_us(cmd, env=None):
+    """The `median_us` line of one MCP client session (examples/mcp_rs_client.rs, or the Python
+    SDK's examples/py/mcp_client.py with TIMINGS=1); a session that did not go as asked ends the
+    benchmark, since its figure would not be a round trip."""
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    m = re.search(r"^median_us (\d+)$", res.stdout, re.M)
+    if res.returncode != 0 or not m:
+        sys.exit(f"bench: {' '.join(cmd)} failed (exit {res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+    return int(m.group(1))
+
+
+def relay():
+    """What `witness wrap`'s stdio relay adds to an MCP round trip (issue 19's goal: at most 50 µs at
+    the median per call). A client launches the example server directly, then through
+    `witness wrap --stdin inherit` (the child keeps the client's pipes: supervision only, the control)
+    and through `witness wrap` (relayed: every byte both ways passes through witness and is read
+    for its JSON-RPC); each session makes CALLS sequential `echo` calls, answered at once. Taken in
+    turns, the order rotated each round, so that a busy machine weighs on all alike; the figure is
+    the median over rounds of each session's median."""
+    rounds = int(flag("--rounds", 1 if QUICK else 5))
+    calls = int(flag("--calls", 200 if QUICK else 2000))
+    journal = os.path.join(TMP, "relay.jsonl")
+    paths = [
+        ("direct", []),
+        ("inherit", [W, "wrap", "--stdin", "inherit", "--journal", journal, "--"]),
+        ("relay", [W, "wrap", "--journal", journal, "--"]),
+    ]
+    clients = [("rmcp (Rust SDK)", lambda via: median_us([MCP_RS_CLIENT, "--calls", str(calls), "--"] + via + [MCP_SERVER]))]
+    py_ok = run(["python3", "-c", "import mcp.client.stdio"]).returncode == 0
+    if py_ok:
+        env = dict(os.environ, TIMINGS="1")
+        py_calls = max(calls // 4, 1)  # the Python client is slower per call; a quarter keeps the runs alike in length
+        clients.append((f"mcp (Python SDK), {py_calls} calls",
+                        lambda via: median_us(["python3", PY_CLIENT, str(py_calls)] + via + [MCP_SERVER], env)))
+    elif os.environ.get("CI") == "true":
+        sys.exit("bench: the MCP Python SDK is missing on CI (`python3 -c 'import mcp.client.stdio'` failed)")
+    else:
+        print("bench: SKIPPED the Python SDK client: `python3 -c 'import mcp.client.stdio'` failed", file=sys.stderr)
+    sec = f"relay (mcp_server echo, {calls} sequential calls a session; median of {rounds} rounds in turns)"
+    for name, session in clients:
+        us = {k: [] for k, _ in paths}
+        for r in range(rounds):
+            for k, via in paths[r % len(paths):] + paths[:r % len(paths)]:
+                us[k].append(session(via))
+        d, i, w = (statistics.median(us[k]) for k in ("direct", "inherit", "relay"))
+        each = lambda k: ", ".join(str(x) for x in us[k])
+        rows.append((sec, f"{name}: direct, µs per call", f"{d:.0f} ({each('direct')})", "1.00"))
+        rows.append((sec, f"{name}: witness wrap --stdin inherit", f"{i:.0f} ({each('inherit')})",
+                     f"{i - d:+.0f} µs, {i / d:.2f} × direct"))
+        rows.append((sec, f"{name}: witness wrap (relayed)", f"{w:.0f} ({each('relay')})",
+                     f"{w - d:+.0f} µs, {w / d:.2f} × direct (goal ≤ +50 µs)"))
+
+
 def main():
-    for step in (throughput, latency, memory, wrapping, startup):
+    steps = (throughput, latency, memory, wrapping, startup, relay)
+    unknown = [s for s in ONLY if s not in {f.__name__ for f in steps}]
+    if unknown:
+        sys.exit(f"bench: --only {','.join(unknown)}: no such section (sections: {', '.join(f.__name__ for f in steps)})")
+    for step in steps:
+        if ONLY and step.__name__ not in ONLY:
+            continue
         print(f"bench: {step.__name__} …", file=sys.stderr, flush=True)
         step()
     host = socket.gethostname()

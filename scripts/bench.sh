@@ -9,6 +9,8 @@
 #   latency      toy_server with a fixed 20 ms delay: p50/p99 from wrk, oha and witness
 #   wrapping     a child writing 1 GiB of log lines: alone, through cat, under witness wrap
 #   start-up     witness wrap -- true beside tini -- true and plain true; load's time to first request
+#   relay        an MCP client's round trip to mcp_server's `echo`: direct, through
+#                `witness wrap --stdin inherit`, through `witness wrap` (scripts/bench-relay.sh alone)
 #
 # Usage: scripts/bench.sh [--quick]   (--quick: shorter runs, for checking the script itself)
 # Installs what it needs: wrk, nginx-light and tini from Debian, oha with `cargo install`.

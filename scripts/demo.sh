@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job against the bundled example server: the seed's story in miniature. A server that
+# The main job against the bundled example server: the 85-second story in miniature. A server that
 # serialises /call on a lock (1 s each) and is killed by a 6 s startup watchdog, restarted by witness.
 # witness reports level 1 PASS and levels 4 and 8 FAIL *because the server restarted*, with the
 # watchdog line, exit 124 and the round-timer suspicion — not "4 concurrent = 6 s of latency".

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::server::process::RestartPolicy;
 use crate::units::{
     parse_clock_offset, parse_cpus, parse_duration, parse_interval, parse_level,
-    parse_memory_limit, parse_positive_duration, parse_rounds,
+    parse_memory_limit, parse_percent, parse_positive_duration, parse_rate, parse_rounds,
 };
 
 #[derive(Parser, Debug)]
@@ -39,6 +39,9 @@ impl Cli {
             Ok(cli) => return Ok(cli),
             Err(e) => e,
         };
+        if let Some(e) = open_loop_conflict(&err) {
+            return Err(e);
+        }
         if err.kind() != clap::error::ErrorKind::UnknownArgument {
             return Err(err);
         }
@@ -71,6 +74,24 @@ impl Cli {
     }
 }
 
+/// `--rates` given with a closed-loop flag: which two ways of loading met, and what to keep.
+fn open_loop_conflict(err: &clap::Error) -> Option<clap::Error> {
+    let kind = clap::error::ErrorKind::ArgumentConflict;
+    let text = err.to_string();
+    if err.kind() != kind || !text.contains("--rates") {
+        return None;
+    }
+    let other = if text.contains("--rounds") {
+        "--rounds (requests per worker): a rate level sends for --duration instead"
+    } else {
+        "--levels (closed loop: concurrent workers): give --rates for arrival rates or --levels for workers, not both"
+    };
+    Some(clap::Error::raw(
+        kind,
+        format!("--rates (open loop: arrival rates) cannot be used with {other}\n"),
+    ))
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the server under test as a child (or in a Docker container, or watch a running one): pass
@@ -78,7 +99,7 @@ pub enum Command {
     /// kill/restart timeline. Exits with the server's status.
     Wrap(Box<WrapArgs>),
     /// Drive an honest concurrency ladder: one outcome and one duration per request, health and the
-    /// server's identity before and after every level, and the seed's pass rule.
+    /// server's identity before and after every level, and a pass rule that a cliff fails (max ok at n ≤ n × the per-request max at the lowest level × --factor).
     Load(Box<LoadArgs>),
     /// Run a long mixed workload from a plan (drivers in burst/steady/idle phases, readers,
     /// background work), check invariants at every interval, and stop at the first violation with
@@ -159,6 +180,30 @@ pub struct OutputArgs {
     pub trace: Option<PathBuf>,
 }
 
+/// Whom witness trusts over https:// (shared by load, soak, mcp tools and wrap --proxy).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TlsArgs {
+    /// Trust this PEM file's certificates (a development CA, or the server's self-signed
+    /// certificate) beside the system's trust store.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Do not verify the server's TLS certificate at all (said on the terminal and in the report).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+/// Which HTTP `load` speaks.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ProtocolArgs {
+    /// Speak HTTP/2: over TLS by ALPN for https://, with prior knowledge (h2c) for http://. A level
+    /// of n sends n concurrent streams over --connections connections.
+    #[arg(long)]
+    pub http2: bool,
+    /// With --http2: how many connections a level's streams share (as oha's -p).
+    #[arg(long, value_name = "N", default_value = "1", requires = "http2", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub connections: u32,
+}
+
 /// Whether NVIDIA GPUs are sampled (shared by wrap, load and soak).
 #[derive(Args, Debug, Clone)]
 pub struct GpuArgs {
@@ -235,20 +280,96 @@ pub struct WrapArgs {
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
     pub gpu: GpuArgs,
     /// How often the server's resources (process tree or container stats, GPUs) are read. The
     /// engine collects a container's stats once a second, so they come no faster than that.
     #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "DURATION")]
     pub sample_interval: Duration,
+    /// What the child's stdin is. `auto`: relayed when witness's stdin is not a terminal (an MCP
+    /// client launched witness), handed over when it is. `relay`: witness reads its stdin and
+    /// writes the child's, and the child's stdout back, byte for byte, reading the JSON-RPC that
+    /// passes (MCP over stdio); the child gets new pipes on each restart. `inherit`: the child gets
+    /// witness's own stdin and stdout descriptors; witness sees none of the traffic.
+    #[arg(
+        long = "stdin",
+        value_enum,
+        default_value = "auto",
+        value_name = "MODE"
+    )]
+    pub stdin: StdinMode,
+    /// Record the HTTP that passes: listen on LISTEN and forward every request unchanged to
+    /// UPSTREAM (where the server is told to listen), journalling each exchange; while nothing
+    /// listens on UPSTREAM the proxy answers 502 and says the server was down. Loopback
+    /// addresses: `--proxy 127.0.0.1:8080=127.0.0.1:8081`; `=https://127.0.0.1:8443` speaks TLS to
+    /// the server (the client still speaks plain HTTP to LISTEN).
+    #[arg(long, value_parser = parse_proxy, value_name = "LISTEN=UPSTREAM")]
+    pub proxy: Option<ProxySpec>,
     /// The server to run, after `--` (with --image: the container's command).
     #[arg(last = true, required_unless_present_any = ["image", "container"], value_name = "CMD")]
     pub command: Vec<String>,
 }
 
+/// `wrap --stdin`: how the child's stdin and stdout meet witness's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StdinMode {
+    Auto,
+    Relay,
+    Inherit,
+}
+
+/// `wrap --proxy LISTEN=UPSTREAM`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProxySpec {
+    pub listen: std::net::SocketAddr,
+    pub upstream: std::net::SocketAddr,
+    /// `UPSTREAM` was written `https://…`: the proxy speaks TLS to the server.
+    pub upstream_tls: bool,
+}
+
+/// Reads `LISTEN=UPSTREAM`, two socket addresses (`127.0.0.1:8080=127.0.0.1:8081`); a bare port
+/// means 127.0.0.1.
+fn parse_proxy(s: &str) -> Result<ProxySpec, String> {
+    let Some((l, u)) = s.split_once('=') else {
+        return Err(format!(
+            "{s:?}: write it LISTEN=UPSTREAM, e.g. 127.0.0.1:8080=127.0.0.1:8081 (witness listens on the first and forwards to the second, where the server listens)"
+        ));
+    };
+    let addr = |a: &str, what: &str| -> Result<std::net::SocketAddr, String> {
+        if let Ok(port) = a.parse::<u16>() {
+            return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+        }
+        a.parse().map_err(|_| {
+            format!(
+                "{what} {a:?} is not an address and port: write it as 127.0.0.1:8080 or [::1]:8080"
+            )
+        })
+    };
+    let (u, upstream_tls) = match u.strip_prefix("https://") {
+        Some(rest) => (rest.trim_end_matches('/'), true),
+        None => (
+            u.strip_prefix("http://").unwrap_or(u).trim_end_matches('/'),
+            false,
+        ),
+    };
+    let spec = ProxySpec {
+        listen: addr(l, "LISTEN")?,
+        upstream: addr(u, "UPSTREAM")?,
+        upstream_tls,
+    };
+    if spec.listen == spec.upstream {
+        return Err(format!(
+            "{s:?}: LISTEN and UPSTREAM are the same address; tell the server to listen on another port and give that as UPSTREAM"
+        ));
+    }
+    Ok(spec)
+}
+
 #[derive(Args, Debug)]
 pub struct LoadArgs {
-    /// The URL every request goes to (with --mcp: the streamable HTTP endpoint, e.g.
-    /// http://127.0.0.1:8000/mcp). Loopback only, unless --allow-remote.
+    /// The URL every request goes to, http:// or https:// (with --mcp: the streamable HTTP
+    /// endpoint, e.g. http://127.0.0.1:8000/mcp). Loopback only, unless --allow-remote.
     #[arg(long, required_unless_present = "mcp")]
     pub url: Option<String>,
     /// Call this MCP tool instead of sending HTTP requests: over streamable HTTP with --url, over
@@ -267,9 +388,11 @@ pub struct LoadArgs {
     /// HTTP method.
     #[arg(long, default_value = "POST")]
     pub method: String,
-    /// Request body: TEXT, or @FILE to read it from a file.
-    #[arg(long, default_value = "{}")]
-    pub body: String,
+    /// Request body: TEXT, or @FILE to read it from a file. Without it: `{}` for POST, PUT and
+    /// PATCH, and no body at all for GET, HEAD, DELETE and OPTIONS (a server that does not read a
+    /// GET's body would take it for the start of the next request).
+    #[arg(long)]
+    pub body: Option<String>,
     /// Extra request header 'Name: value' (repeatable). The values of Authorization,
     /// Proxy-Authorization, Cookie and any --secret-header are secrets: they appear in no file and
     /// no line witness prints (shown as ***).
@@ -342,6 +465,8 @@ pub struct LoadArgs {
     #[arg(long)]
     pub show_output: bool,
     #[command(flatten)]
+    pub open: OpenArgs,
+    #[command(flatten)]
     pub gpu: GpuArgs,
     #[command(flatten)]
     pub supervise: SuperviseArgs,
@@ -349,6 +474,10 @@ pub struct LoadArgs {
     pub container: ContainerArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub protocol: ProtocolArgs,
     /// Start the server with this command (after `--`; with --image, the container's command);
     /// without a command, --image or --container, attach to whatever listens on the URL's port.
     #[arg(last = true, value_name = "CMD")]
@@ -399,6 +528,8 @@ pub struct SoakArgs {
     pub container: ContainerArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Start the server with this command (after `--`; with --image, the container's command);
     /// without a command, --image or --container, attach to whatever listens on the base URL's port.
     #[arg(last = true, value_name = "CMD")]
@@ -457,6 +588,8 @@ pub struct McpToolsArgs {
     /// The MCP revision to speak: 2025-11-25 (default, `initialize`) or 2026-07-28 (sessionless).
     #[arg(long, value_name = "VERSION")]
     pub mcp_protocol: Option<String>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// The MCP server to start, after `--` (stdio; with --url, started and spoken to over HTTP).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -475,6 +608,47 @@ pub enum ReportFormat {
     /// The journal itself, JSON Lines: several inputs merged on one clock, re-renderable with
     /// `witness report`.
     Journal,
+}
+
+/// Open-loop levels (`--rates`) and the search for the highest level that holds (`--find-limit`).
+#[derive(Args, Debug, Clone)]
+pub struct OpenArgs {
+    /// Open loop: arrival rates, in order (200/s, 30/m), instead of concurrency levels. Each level
+    /// sends on a schedule made in advance, whatever the server does, for --duration (default 10s).
+    #[arg(long, value_delimiter = ',', value_parser = parse_rate, value_name = "RATE,...",
+          conflicts_with_all = ["levels", "rounds"])]
+    pub rates: Vec<f64>,
+    /// How the sends of a rate level are spaced: evenly, or as a Poisson process (random gaps).
+    #[arg(long, value_enum, default_value = "constant", requires = "rates")]
+    pub arrivals: Arrivals,
+    /// Seeds the arrival schedule, so a run replays (default: random, stated in the journal).
+    #[arg(long, requires = "rates")]
+    pub seed: Option<u64>,
+    /// The most requests a rate level holds in flight at once (witness's connections to the
+    /// server); a send that finds the cap full goes late, and the level says so.
+    #[arg(long, default_value_t = 1000, value_parser = parse_level, requires = "rates")]
+    pub max_in_flight: u32,
+    /// Search for the highest level that passes: double from the lowest given level until one
+    /// fails, then bisect between the last pass and the first fail.
+    #[arg(long)]
+    pub find_limit: bool,
+    /// With --find-limit: stop bisecting when the last pass and the first fail are this close.
+    #[arg(long, value_parser = parse_percent, default_value = "10%", requires = "find_limit")]
+    pub resolution: f64,
+    /// With --find-limit: the most levels the search runs.
+    #[arg(long, default_value_t = 12, value_parser = parse_max_levels, requires = "find_limit")]
+    pub max_levels: u32,
+}
+
+/// How a rate level's sends are spaced.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrivals {
+    Constant,
+    Poisson,
+}
+
+fn parse_max_levels(s: &str) -> Result<u32, String> {
+    crate::units::parse_bounded(s, 2, 100, "--max-levels")
 }
 
 #[cfg(test)]

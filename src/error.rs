@@ -12,7 +12,76 @@
 //! | 126/127 | wrap: the command could not be executed / was not found |
 //! | other | wrap: the child's own status (128+N for signal N) |
 
-use crate::server::process::SpawnError;
+use std::path::PathBuf;
+
+// The producers' failures that have a class of their own live here, beside the table, so the table
+// depends on nothing and the producers (journal, server) depend on it, never the other way round.
+
+/// The journal could not be written (disk full, a file size limit, an I/O error): what happened
+/// after `why` is not on record.
+#[derive(Debug, thiserror::Error)]
+#[error("the journal {} is incomplete: writing it failed {why}; {lost} event(s) after that point were not written (and up to 256 KiB buffered before it may be missing)", path.display())]
+pub struct JournalLost {
+    pub path: PathBuf,
+    pub why: String,
+    pub lost: u64,
+}
+
+/// A `--watch` value that is not a valid regular expression.
+#[derive(Debug, thiserror::Error)]
+#[error("--watch {given:?} is not a valid regular expression: {why}")]
+pub struct BadPattern {
+    pub given: String,
+    pub why: String,
+}
+
+/// The command could not be started at all (exit 127 / 126 like a shell). The OS error is said
+/// once, in this message (not also as a source, which `{:#}` would print a second time); a bare
+/// name that is not found says it was looked up in PATH.
+#[derive(Debug)]
+pub struct SpawnError {
+    pub command: String,
+    pub source: std::io::Error,
+}
+
+impl std::error::Error for SpawnError {}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bare = !self.command.contains('/');
+        match self.source.kind() {
+            std::io::ErrorKind::NotFound if bare => write!(
+                f,
+                "could not start {:?}: no such command in PATH ({}); give its path (./{}) or install it",
+                self.command,
+                std::env::var("PATH").unwrap_or_default(),
+                self.command
+            ),
+            std::io::ErrorKind::NotFound => write!(
+                f,
+                "could not start {:?}: no such file",
+                self.command
+            ),
+            _ => write!(f, "could not start {:?}: {}", self.command, self.source),
+        }
+    }
+}
+
+impl SpawnError {
+    pub fn exit_code(&self) -> i32 {
+        match self.source.kind() {
+            std::io::ErrorKind::NotFound => 127,
+            _ => 126,
+        }
+    }
+}
+
+/// An error whose reason the run already said (in its timeline, a REFUSED line): the last line
+/// says this and no more, so a reason is printed once. The error it wraps still decides the exit
+/// code.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AlreadySaid(pub String);
 
 /// The user asked for something witness cannot do as given; the message names the flag or file.
 #[derive(Debug, thiserror::Error)]
@@ -40,13 +109,13 @@ pub const WRAP_INTERNAL: i32 = 125;
 /// The exit code for an error that ended a run; `internal` is the mode's code for its own failures.
 pub fn exit_code(err: &anyhow::Error, internal: i32) -> i32 {
     for cause in err.chain() {
-        if cause.is::<UsageError>() || cause.is::<crate::server::logs::BadPattern>() {
+        if cause.is::<UsageError>() || cause.is::<BadPattern>() {
             return USAGE;
         }
         if cause.is::<Refusal>() {
             return REFUSED;
         }
-        if cause.is::<crate::journal::JournalLost>() {
+        if cause.is::<JournalLost>() {
             return JOURNAL_LOST;
         }
         if let Some(s) = cause.downcast_ref::<SpawnError>() {

@@ -11,7 +11,9 @@
 
 pub mod clock;
 pub mod codec;
+pub mod logline;
 pub mod meaning;
+pub mod observed;
 pub mod replay;
 
 pub use replay::{ReadState, RecordPass, Replay};
@@ -194,6 +196,17 @@ impl Outcome {
     pub fn is_ok(&self) -> bool {
         matches!(self, Outcome::Ok)
     }
+    /// The server answered it: a response of any kind (an HTTP status, a tool's or JSON-RPC error),
+    /// as against a transport failure or witness's own limit.
+    pub fn is_answer(&self) -> bool {
+        match self {
+            Outcome::Ok | Outcome::Rejected { .. } => true,
+            Outcome::Error { status, error } => {
+                status.is_some() || matches!(error, ErrorKind::ToolError | ErrorKind::Rpc)
+            }
+            Outcome::Timeout { .. } => false,
+        }
+    }
     /// A failure is anything but ok and rejected.
     pub fn is_failure(&self) -> bool {
         matches!(self, Outcome::Timeout { .. } | Outcome::Error { .. })
@@ -259,6 +272,16 @@ pub enum ErrorKind {
     Local,
     /// witness was interrupted while this exchange was in flight.
     Interrupted,
+    /// MCP: the client cancelled the call (`notifications/cancelled`) before it was answered: the
+    /// client gave up, so its duration is how long it waited, never the server's latency.
+    Cancelled,
+    /// TLS failed: the handshake (a certificate witness does not trust, no common protocol) or the
+    /// encrypted stream after it (a bad record, an alert from the server).
+    Tls,
+    /// HTTP/2: the server sent GOAWAY and this stream was not processed (or not finished).
+    Goaway,
+    /// HTTP/2: the server reset this stream (RST_STREAM), its error code in the detail.
+    StreamReset,
     Other,
 }
 
@@ -278,6 +301,10 @@ impl std::fmt::Display for ErrorKind {
             ErrorKind::Closed => "connection closed",
             ErrorKind::Local => "witness's own failure",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Cancelled => "cancelled by the client",
+            ErrorKind::Tls => "TLS",
+            ErrorKind::Goaway => "HTTP/2 GOAWAY",
+            ErrorKind::StreamReset => "HTTP/2 stream reset",
             ErrorKind::Other => "other",
         })
     }
@@ -303,6 +330,15 @@ impl Probe {
             (Some(s), _) => serde_json::json!(s),
             (None, Some(e)) => serde_json::json!(e),
             (None, None) => serde_json::Value::Null,
+        }
+    }
+    /// As a person reads it: an MCP ping that answered is "answered" (its 200 is witness's own
+    /// shorthand, not anything the server said); otherwise [`Probe::text`].
+    pub fn said(&self, mcp: bool) -> String {
+        if mcp && self.healthy() {
+            "answered".into()
+        } else {
+            self.text()
         }
     }
     pub fn text(&self) -> String {
@@ -346,6 +382,9 @@ pub struct LoadSettings {
     pub url: String,
     pub method: String,
     pub levels: Vec<u32>,
+    /// `--rates` without a search: the arrival rates planned, requests/s (level i is rate i).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates_per_s: Vec<f64>,
     pub timeout_s: f64,
     pub connect_timeout_s: f64,
     pub settle_s: f64,
@@ -446,6 +485,29 @@ pub enum Event {
         code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
+        /// A helper: a short-lived child that comes and goes (one per request), not a worker. Its end
+        /// is a finding only when abnormal; its command's [`Event::Helpers`] counts it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        helper: bool,
+    },
+    /// The helpers of one command, counted in bounded state (most are not journalled one by one):
+    /// how many ended, how long they lived, how they ended ("exit 0", "SIGKILL", "unknown" → count).
+    /// Written when the tree stops; each one replaces the last for its command.
+    Helpers {
+        command: String,
+        #[serde(default)]
+        count: u64,
+        /// Of `count`, those also journalled as `worker_start` / `worker_exit`.
+        #[serde(default)]
+        journalled: u64,
+        #[serde(default)]
+        lived_min_s: f64,
+        #[serde(default)]
+        lived_median_s: f64,
+        #[serde(default)]
+        lived_max_s: f64,
+        #[serde(default)]
+        ends: std::collections::BTreeMap<String, u64>,
     },
     /// The server exited but something (a grandchild) still holds its output pipes.
     Leak { pid: u32, detail: String },
@@ -456,6 +518,10 @@ pub enum Event {
         url: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
+        /// Never ready because it exited: its last output lines ("stderr: …"), for the report (the
+        /// refusal quotes only the line that says why).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        output: Vec<String>,
     },
     /// A fault witness injected on purpose.
     Fault {
@@ -485,6 +551,9 @@ pub enum Event {
         limit_ms: f64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         advice: Option<String>,
+        /// https: the median TLS handshake after those connects (not in `median_ms`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        handshake_ms: Option<f64>,
     },
     /// A health probe and why it was made (ready, before, after, invariant).
     Health {
@@ -516,6 +585,34 @@ pub enum Event {
         /// Requests the level meant to send and did not, once it stopped.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         not_sent: Option<u64>,
+        /// The most connections to the server witness itself held open at once during the level
+        /// (its workers' and any probe's): what it was, as load, counted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        held: Option<u32>,
+        /// What HTTP the level spoke: "HTTP/1.1", "HTTP/1.1 over TLS", "HTTP/2 over TLS (ALPN
+        /// h2): streams over 1 connection (1 opened)"; absent for MCP and journals from before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        protocol: Option<String>,
+    },
+    /// An open-loop level (`load --rates`): journalled right after its `level_start`. Its requests
+    /// go at a fixed arrival rate from a seeded schedule, each with its intended send time in
+    /// `scheduled_s`; `concurrency` in its start and end is `max_in_flight`, the in-flight cap.
+    RateLevel {
+        index: u32,
+        rate_per_s: f64,
+        /// `constant` or `poisson`.
+        arrivals: String,
+        seed: u64,
+        max_in_flight: u32,
+        duration_s: f64,
+    },
+    /// `load --find-limit`: the levels that follow are the probes of a search for the highest
+    /// level that passes (`over`: `levels` or `rates`), to `resolution` (0.1: 10 %) within
+    /// `max_levels` probes.
+    Search {
+        over: String,
+        resolution: f64,
+        max_levels: u32,
     },
     /// One request, journalled when it completes (`t_s` is its end).
     Request {
@@ -539,6 +636,36 @@ pub enum Event {
         /// The body was longer than the prefix witness keeps (`--max-body`): counted, not kept.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         body_cut: bool,
+        /// The phases, where the protocol has them. `connect_s`: how long opening a new connection
+        /// took (absent when the request went on a kept-alive one); whole µs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        connect_s: Option<f64>,
+        /// From the request's start to its response's headers (connect included); the rest of
+        /// `duration_s` is the body's. Whole µs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        headers_s: Option<f64>,
+        /// The TLS handshake of the new connection the request opened, after its TCP connect
+        /// (absent over plain HTTP and on a reused connection). Inside `headers_s` like the
+        /// connect, never in a reused connection's duration. Whole µs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        handshake_s: Option<f64>,
+    },
+    /// The kernel's listen-queue counters and the target's listener, read before and after a level
+    /// (`when`: "before" or "after"). `overflows`/`drops`: /proc/net/netstat's TcpExt
+    /// ListenOverflows and ListenDrops, system-wide. `backlog`/`queued`: the listening socket's
+    /// maximum and current accept queue (/proc/net/tcp{,6}), when the port's listener is visible.
+    Listen {
+        level: u32,
+        when: String,
+        port: u16,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        overflows: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        drops: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        backlog: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queued: Option<u64>,
     },
 
     // ---- samples -------------------------------------------------------------------------------
@@ -652,6 +779,7 @@ impl Event {
             Event::Leak { .. } => "leak",
             Event::WorkerStart { .. } => "worker_start",
             Event::WorkerExit { .. } => "worker_exit",
+            Event::Helpers { .. } => "helpers",
             Event::Ready { .. } => "ready",
             Event::Fault { .. } => "fault",
             Event::Note { .. } => "note",
@@ -661,6 +789,7 @@ impl Event {
             Event::Health { .. } => "health",
             Event::LevelStart { .. } => "level_start",
             Event::LevelEnd { .. } => "level_end",
+            Event::Listen { .. } => "listen",
             Event::Request { .. } => "request",
             Event::ProcSample { .. } => "proc_sample",
             Event::ContainerSample { .. } => "container_sample",
@@ -670,6 +799,8 @@ impl Event {
             Event::Invariant { .. } => "invariant",
             Event::Interval { .. } => "interval",
             Event::McpSession { .. } => "mcp_session",
+            Event::RateLevel { .. } => "rate_level",
+            Event::Search { .. } => "search",
         }
     }
 }
@@ -987,15 +1118,7 @@ impl Journal {
     }
 }
 
-/// The journal could not be written (disk full, a file size limit, an I/O error): what happened
-/// after `why` is not on record.
-#[derive(Debug, thiserror::Error)]
-#[error("the journal {} is incomplete: writing it failed {why}; {lost} event(s) after that point were not written (and up to 256 KiB buffered before it may be missing)", path.display())]
-pub struct JournalLost {
-    pub path: PathBuf,
-    pub why: String,
-    pub lost: u64,
-}
+pub use crate::error::JournalLost;
 
 impl Inner {
     /// Records the first write failure, says it once on stderr, and wakes whoever stops the run.
@@ -1196,6 +1319,21 @@ pub fn latency_s(start_s: f64, duration_s: f64, scheduled_s: Option<f64>) -> f64
     }
 }
 
+/// An arrival rate in words: "200/s", "0.5/s", "137.5/s".
+pub fn rate_words(per_s: f64) -> String {
+    let t = format!("{per_s:.2}");
+    let t = t.trim_end_matches('0').trim_end_matches('.');
+    format!("{t}/s")
+}
+
+/// A level as the lines about it name it: "8" (workers) or "200/s" (an open-loop level).
+pub fn level_name(concurrency: u32, rate: Option<f64>) -> String {
+    match rate {
+        Some(r) => rate_words(r),
+        None => concurrency.to_string(),
+    }
+}
+
 /// The request group a level's requests carry.
 pub fn group_of_level(index: u32) -> String {
     format!("level{index}")
@@ -1229,6 +1367,9 @@ mod tests {
                 detail: None,
                 body_bytes: None,
                 body_cut: false,
+                connect_s: None,
+                headers_s: None,
+                handshake_s: None,
             },
             Event::Health {
                 url: "http://127.0.0.1:1/health".into(),
@@ -1294,6 +1435,9 @@ mod tests {
             detail: Some(detail.into()),
             body_bytes: None,
             body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
         };
         j.emit_at(0.75, request("401: token s3cr\"et-token refused"));
         j.flush().unwrap();
@@ -1352,6 +1496,9 @@ mod tests {
             detail: None,
             body_bytes: Some(2),
             body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
         };
         // The old emit path, as it was: serialise with serde into a fresh Vec, scrub, lock, write.
         let old = |path: &Path| {

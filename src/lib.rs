@@ -9,6 +9,7 @@ pub mod error;
 pub mod files;
 pub mod journal;
 pub mod load;
+pub mod observe;
 pub mod report;
 pub mod sample;
 pub mod secrets;

@@ -1,12 +1,12 @@
 //! The witness binary: parse, run, map the error to an exit code.
 
 fn main() {
-    // The watchdog that ends the server tree if witness is killed (server/guard.rs): not a command.
+    // The watchdog that ends the server tree if witness is killed (server/watchdog.rs): not a command.
     if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == "__watchdog")
     {
-        std::process::exit(witness::server::guard::watchdog_main());
+        std::process::exit(witness::server::watchdog::watchdog_main());
     }
     let cli = witness::cli::Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let internal = cli.command.internal_error_code();
@@ -25,10 +25,13 @@ fn main() {
         Ok(code) => code,
         Err(err) => {
             // The run's secrets never reach the terminal, whatever the error quotes.
-            eprintln!(
-                "witness: error: {}",
-                witness::secrets::scrub(&format!("{err:#}"))
-            );
+            // A reason the run already said is not said again: only the outermost words.
+            let text = if err.is::<witness::error::AlreadySaid>() {
+                format!("{err}")
+            } else {
+                format!("{err:#}")
+            };
+            eprintln!("witness: error: {}", witness::secrets::scrub(&text));
             witness::error::exit_code(&err, internal)
         }
     };

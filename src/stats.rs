@@ -58,6 +58,22 @@ impl Summary {
         self.hist.len()
     }
 
+    /// The recorded buckets in rising order: each bucket's lowest and highest value (seconds) and
+    /// how many durations fell in it. Bounded by the histogram's resolution, never by the count.
+    pub fn buckets(&self) -> impl Iterator<Item = (f64, f64, u64)> + '_ {
+        self.hist.iter_recorded().map(|v| {
+            let x = v.value_iterated_to();
+            let lo = self.hist.lowest_equivalent(x) as f64 / 1e6;
+            let hi = self.hist.highest_equivalent(x) as f64 / 1e6;
+            (lo, hi, v.count_at_value())
+        })
+    }
+
+    /// The exact shortest and longest durations recorded (None when empty).
+    pub fn extremes(&self) -> Option<(f64, f64)> {
+        (!self.hist.is_empty()).then_some((self.min, self.max))
+    }
+
     pub fn latency(&self) -> Option<Latency> {
         if self.hist.is_empty() {
             return None;

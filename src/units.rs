@@ -112,6 +112,59 @@ pub fn parse_level(s: &str) -> Result<u32, String> {
     parse_bounded(s, 1, MAX_CONCURRENCY, "a concurrency level")
 }
 
+/// The highest arrival rate witness schedules (`--rates`): more is a typo.
+pub const MAX_RATE: f64 = 1_000_000.0;
+
+/// An arrival rate: `200/s`, `30/m` (per minute), `0.5/s`; a bare number is per second. From
+/// 0.01/s to [`MAX_RATE`]; returned in requests per second.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let hint = "write a rate like 200/s, 0.5/s or 30/m (requests per second or per minute)";
+    if t.starts_with('-') {
+        return Err(format!("{s:?} is negative; {hint}"));
+    }
+    let (n, per) = match t.split_once('/') {
+        None => (t, 1.0),
+        Some((n, "s" | "sec" | "second")) => (n, 1.0),
+        Some((n, "m" | "min" | "minute")) => (n, 60.0),
+        Some((_, u)) => return Err(format!("{s:?}: unknown unit /{u}; {hint}")),
+    };
+    let v: f64 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a rate; {hint}"))?;
+    let r = v / per;
+    if !r.is_finite() {
+        return Err(format!("{s:?} is not a rate; {hint}"));
+    }
+    if r < 0.01 {
+        return Err(format!(
+            "{s:?} is too low: a rate is at least 0.01/s (a level must send something); {hint}"
+        ));
+    }
+    if r > MAX_RATE {
+        return Err(format!("{s:?} is too high: at most {MAX_RATE}/s"));
+    }
+    Ok(r)
+}
+
+/// A fraction as a percentage: `10%` (or `10`) is 0.1; from 1 % to 100 %.
+pub fn parse_percent(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v: f64 = t
+        .strip_suffix('%')
+        .unwrap_or(t)
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a percentage; write it like 10%"))?;
+    if !(1.0..=100.0).contains(&v) {
+        return Err(format!(
+            "{s:?} is out of range; a percentage from 1% to 100%"
+        ));
+    }
+    Ok(v / 100.0)
+}
+
 /// Requests per worker per level: 1 to [`MAX_ROUNDS`].
 pub fn parse_rounds(s: &str) -> Result<u32, String> {
     parse_bounded(s, 1, MAX_ROUNDS, "a round count")
@@ -248,6 +301,18 @@ mod tests {
         assert!(parse_duration("-1s").unwrap_err().contains("negative"));
         assert!(parse_duration("").is_err());
         assert!(parse_duration("1s2").is_err());
+    }
+
+    #[test]
+    fn rates_are_per_second_and_bounded_with_the_fix_in_words() {
+        assert_eq!(parse_rate("200/s").unwrap(), 200.0);
+        assert_eq!(parse_rate("30/m").unwrap(), 0.5);
+        assert_eq!(parse_rate("7").unwrap(), 7.0);
+        for bad in ["0/s", "-1/s", "x/s", "5/h", "0.001/s", "2000000/s", "inf/s"] {
+            assert!(parse_rate(bad).unwrap_err().contains(bad), "{bad}");
+        }
+        assert_eq!(parse_percent("10%").unwrap(), 0.1);
+        assert!(parse_percent("0%").is_err() && parse_percent("ten").is_err());
     }
 
     #[test]

@@ -222,7 +222,8 @@ fn a_command_that_cannot_start_is_said_once_and_a_bare_name_names_path() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(127), "{err}");
-    assert!(err.contains("no such command in PATH"), "{err}");
+    // Said once on the whole of stderr (the timeline, the note and the error line do not repeat it).
+    assert_eq!(err.matches("no such command in PATH").count(), 1, "{err}");
     let out = witness_run(&[
         "wrap",
         "--gpu",
@@ -234,8 +235,98 @@ fn a_command_that_cannot_start_is_said_once_and_a_bare_name_names_path() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(126), "{err}");
-    let last = err.lines().last().unwrap();
-    assert_eq!(last.matches("(os error 13)").count(), 1, "{last}");
+    assert_eq!(err.matches("(os error 13)").count(), 1, "{err}");
+}
+
+/// The reason on the REFUSED line is on the whole of stderr once: the timeline, the notes and the
+/// last error line do not say it again (that line names the refusal by its first words only).
+fn refusal_said_once(what: &str, err: &str) {
+    let line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("REFUSED: "))
+        .unwrap_or_else(|| panic!("{what}: no REFUSED line in:\n{err}"));
+    // The words after the refusal's first clause: the part a repeat would quote.
+    let reason = line.split_once(": ").map_or(line, |(_, r)| r);
+    assert!(reason.len() > 10, "{what}: {line}");
+    assert_eq!(err.matches(reason).count(), 1, "{what}: said again:\n{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("witness: error: refused: ")
+            && last.ends_with("(the reason is in the REFUSED line above)"),
+        "{what}: the last line points up: {last}"
+    );
+}
+
+#[test]
+fn start_up_refusals_are_said_once() {
+    // A port another process holds, before the server witness would start there.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let url = format!("http://127.0.0.1:{port}/");
+    let out = witness_run(&[
+        "load",
+        "--url",
+        &url,
+        "--levels",
+        "1",
+        "--rounds",
+        "1",
+        "--gpu",
+        "off",
+        "--",
+        toy().to_str().unwrap(),
+        "--port",
+        &port,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("already in use by"), "{err}");
+    refusal_said_once("a port already taken", &err);
+    drop(taken);
+
+    // A container the engine does not have (or no engine at all: refused the same way).
+    let out = witness_run(&[
+        "load",
+        "--url",
+        "http://127.0.0.1:9/",
+        "--gpu",
+        "off",
+        "--container",
+        "witness-surely-no-such-container",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(2 | 3)), "{err}");
+    refusal_said_once("a container that is not there", &err);
+
+    // `--gpu on` without a GPU, for load and soak alike.
+    let dir = tempdir("said-once");
+    let plan = repo().join("examples/plans/quick.toml");
+    for args in [
+        vec!["load", "--url", "http://127.0.0.1:9/", "--gpu", "on"],
+        vec![
+            "soak",
+            "--plan",
+            plan.to_str().unwrap(),
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--gpu",
+            "on",
+            "--journal",
+        ],
+    ] {
+        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        if args[0] == "soak" {
+            args.push(dir.join("soak.jsonl").to_string_lossy().into_owned());
+        }
+        let out = witness_run(&strs(&args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !err.contains("--gpu on, but") {
+            skipped(&format!("{}: this machine has a GPU to sample", args[0]));
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        refusal_said_once(&format!("{} --gpu on", args[0]), &err);
+    }
 }
 
 /// Every input `scripts/fuzz.sh` found a panic with (tests/fuzz/) renders in every format without
@@ -275,5 +366,41 @@ fn journals_the_fuzzer_crashed_on_render_in_every_format() {
         n >= 3,
         "the fuzz regressions are missing from {}",
         dir.display()
+    );
+}
+
+#[test]
+fn open_loop_flags_name_what_was_wrong_and_how_to_fix_it() {
+    refused(
+        &strs(&load_with(&["--rates", "0/s"])),
+        &["--rates", "too low", "200/s"],
+    );
+    refused(
+        &strs(&load_with(&["--rates", "10/x"])),
+        &["--rates", "unknown unit /x", "200/s"],
+    );
+    refused(
+        &strs(&load_with(&["--rates", "10/s", "--levels", "4"])),
+        &["--rates", "--levels", "not both"],
+    );
+    refused(
+        &strs(&load_with(&["--rates", "10/s", "--rounds", "3"])),
+        &["--rounds", "--duration"],
+    );
+    refused(
+        &strs(&load_with(&["--rates", "10/s", "--http2"])),
+        &["--http2", "--rates", "--levels"],
+    );
+    refused(
+        &strs(&load_with(&["--rates", "10/s", "--arrivals", "bursty"])),
+        &["--arrivals", "bursty", "constant, poisson"],
+    );
+    refused(
+        &strs(&load_with(&["--rates", "10/s", "--max-in-flight", "0"])),
+        &["--max-in-flight", "from 1 to 10000"],
+    );
+    refused(
+        &strs(&load_with(&["--find-limit", "--resolution", "0%"])),
+        &["--resolution", "from 1% to 100%"],
     );
 }

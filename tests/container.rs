@@ -522,3 +522,58 @@ fn no_engine_is_a_usage_error_naming_the_socket_and_docker_host() {
     );
     assert!(stderr.contains("--docker-host"), "{stderr}");
 }
+
+#[test]
+fn a_container_oom_killed_under_load_is_said_so_in_every_annotation_and_died_not_restarted() {
+    let scope = Scope::new("load-oom");
+    let dir = tempdir("ct-load-oom");
+    let port = free_port();
+    let (url, publish) = (
+        format!("http://127.0.0.1:{port}/call"),
+        format!("{port}:8080"),
+    );
+    let r = dir.join("r.json");
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["load", "--url", &url, "--levels", "2", "--duration", "6s"])
+            .args(["--settle", "500ms", "--timeout", "2s", "--grace", "1s"])
+            .args(["--image", toy_image(), "--label", &scope.label])
+            .args(["--publish", &publish, "--memory", "32m"])
+            .arg("--report")
+            .arg(&r)
+            .arg("--journal")
+            .arg(dir.join("j.jsonl"))
+            .args(["--", "--bind", "0.0.0.0", "--leak", "4m"]),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report = json(&r);
+    let j = journal_lines(&dir.join("j.jsonl"));
+    let exit = events(&j, "exit")[0];
+    assert_eq!(exit["oom_killed"], true, "{exit}\n{stderr}");
+    let level = &report["levels"][0];
+    assert_eq!(level["restarted"], false, "nothing took over: {level:#}");
+    assert!(
+        level["died"]
+            .as_str()
+            .is_some_and(|d| d.contains("killed by the kernel OOM killer (OOMKilled, exit 137)")),
+        "{level:#}"
+    );
+    let reasons = level["reasons"].to_string();
+    assert!(!reasons.contains("exit status 137"), "{reasons}");
+    assert!(reasons.contains("OOM killer"), "{reasons}");
+    let failures = level["failures"].as_array().expect("failed requests");
+    let by_exit: Vec<&str> = failures
+        .iter()
+        .map(|f| f["annotation"].as_str().unwrap())
+        .filter(|a| a.starts_with("server pid"))
+        .collect();
+    assert!(!by_exit.is_empty(), "{level:#}");
+    for a in by_exit {
+        assert!(
+            a.contains("was killed by the kernel OOM killer (OOMKilled, exit 137)"),
+            "{a}"
+        );
+    }
+    assert!(!stderr.contains(" yes "), "{stderr}");
+}

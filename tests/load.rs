@@ -1,4 +1,4 @@
-//! `witness load` against the example servers: the seed's two tables, a healthy line, capacity
+//! `witness load` against the example servers: the 85-second story's two tables, a healthy line, capacity
 //! refusals, a stalled listener, and a remote target refused.
 
 mod common;
@@ -345,7 +345,7 @@ fn load_localhost_with_hosts(tag: &str, hosts: &str) -> Option<(u16, serde_json:
             Err(e) => format!("unshare: {e}"),
         };
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
+            !on_ci(),
             "CI=true: the localhost test needs a mount namespace (root, unshare -m): {why}"
         );
         skipped(&format!(
@@ -608,7 +608,7 @@ fn on_a_terminal(args: &[String]) -> Option<String> {
         .is_ok_and(|o| o.status.success());
     if !have_script {
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
+            !on_ci(),
             "CI=true but no `script` (util-linux) to give witness a terminal"
         );
         skipped("load on a terminal: no `script` command (util-linux)");

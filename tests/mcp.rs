@@ -1,6 +1,7 @@
-//! `witness load --mcp` and `witness mcp tools` against real MCP servers: the example server built
-//! with the official Rust SDK (examples/mcp_server.rs) over stdio and streamable HTTP, and the
-//! official Python SDK's server (examples/mcp_py_server.py, PyPI `mcp`) with and without sessions.
+//! `witness load --mcp`, `witness mcp tools` and soaks of MCP kinds against real MCP servers: the
+//! example server built with the official Rust SDK (examples/mcp_server.rs) over stdio and
+//! streamable HTTP, and the official Python SDK's server (examples/mcp_py_server.py, PyPI `mcp`)
+//! with and without sessions (and without `/health`: a soak then asks MCP ping).
 
 mod common;
 
@@ -46,7 +47,7 @@ fn python_mcp() -> bool {
         .is_ok_and(|o| o.status.success());
     if !ok {
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
+            !on_ci(),
             "the Python MCP SDK is missing (pip install mcp): .ci/run installs it"
         );
         eprintln!("skipped: the Python MCP SDK is not installed (pip install mcp)");
@@ -458,6 +459,76 @@ fn mcp_tools_lists_the_example_servers_tools_over_both_transports() {
     assert_eq!(modern_http, stdio);
 }
 
+/// `mcp tools --mcp-protocol 2026-07-28` against the official Python SDK, which speaks that
+/// revision: the pipes are copied as they pass (`tee`), so the test reads what witness asked and
+/// what the SDK answered, not what witness says of itself.
+#[test]
+fn mcp_tools_speaks_the_sessionless_revision_to_the_python_sdk_when_asked() {
+    if !python_mcp() {
+        return;
+    }
+    let dir = tempdir("py-tools-modern");
+    let (asked, answered) = (dir.join("asked.jsonl"), dir.join("answered.jsonl"));
+    let script = repo().join("examples/mcp_py_server.py");
+    let relay = format!(
+        "tee '{}' | python3 '{}' stdio | tee '{}'",
+        asked.display(),
+        script.display(),
+        answered.display()
+    );
+    let modern = tools(&["--mcp-protocol", "2026-07-28", "--", "sh", "-c", &relay]);
+    let lines = |p: &std::path::Path| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    };
+    let (asked, answered) = (lines(&asked), lines(&answered));
+    // server/discover, never initialize; every request carries the revision in its envelope.
+    assert_eq!(asked[0]["method"], "server/discover", "{asked:#?}");
+    assert!(
+        asked.iter().all(|m| m["method"] != "initialize"),
+        "{asked:#?}"
+    );
+    assert!(
+        asked.iter().all(
+            |m| m["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+        ),
+        "{asked:#?}"
+    );
+    let answer_to = |method: &str| {
+        let id = &asked
+            .iter()
+            .find(|m| m["method"] == method)
+            .unwrap_or_else(|| panic!("{method} asked: {asked:#?}"))["id"];
+        answered
+            .iter()
+            .find(|a| &a["id"] == id)
+            .unwrap_or_else(|| panic!("{method} answered: {answered:#?}"))
+            .clone()
+    };
+    // The SDK answers the revision: it lists it, and its tools/list has that revision's shape.
+    let discover = answer_to("server/discover");
+    assert!(
+        discover["result"]["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v == "2026-07-28")),
+        "{discover:#}"
+    );
+    let list = answer_to("tools/list");
+    assert_eq!(list["result"]["resultType"], "complete", "{list:#}");
+    // And the listing is the one the revision before it gives.
+    let classic = tools(&["--", "python3", script.to_str().unwrap(), "stdio"]);
+    assert_eq!(modern, classic);
+    for t in ["sleep", "fail", "hang"] {
+        assert!(
+            modern.lines().any(|l| l.starts_with(&format!("{t}  "))),
+            "{t} in {modern}"
+        );
+    }
+}
+
 #[test]
 fn bad_mcp_input_is_a_usage_error_naming_the_fix() {
     let out = run_bounded(
@@ -581,4 +652,303 @@ fn a_soak_secret_header_reaches_the_mcp_server_and_nowhere_else() {
     ] {
         assert!(!text.contains(&token), "the secret leaked into the {what}");
     }
+}
+
+/// `witness soak --plan PLAN --gpu off --report --journal [ARGS…] [-- SERVER…]`, bounded.
+fn soak_mcp(plan: &Path, args: &[&str], server: &[&str], dir: &Path) -> std::process::Output {
+    let mut cmd = Command::new(witness());
+    cmd.args(["soak", "--plan"])
+        .arg(plan)
+        .args(["--gpu", "off"])
+        .arg("--report")
+        .arg(dir.join("r.json"))
+        .arg("--journal")
+        .arg(dir.join("j.jsonl"))
+        .args(args);
+    if !server.is_empty() {
+        cmd.arg("--").args(server);
+    }
+    run_bounded(&mut cmd, Duration::from_secs(90))
+}
+
+fn of_kind<'a>(j: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    j.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+fn invariant<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["invariants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} invariant: {:#}", report["invariants"]))
+}
+
+#[test]
+fn a_soak_over_stdio_calls_its_tools_on_the_servers_pipes_and_pings_for_health() {
+    let dir = tempdir("mcp-soak-stdio");
+    let out = soak_mcp(
+        &repo().join("examples/plans/mcp-stdio.toml"),
+        &["--duration", "4s"],
+        &[mcp_server().to_str().unwrap(), "--lock", "50ms"],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    assert_eq!(report["verdict"], "pass");
+    for kind in ["search", "nap"] {
+        let k = &report["kinds"][kind];
+        let ok = k["ok"].as_u64().unwrap_or(0);
+        assert!(ok > 0, "{kind}: {k:#}");
+        assert_eq!(k["requests"].as_u64().unwrap(), ok, "{kind}: {k:#}");
+    }
+    // Each call's latency is its own: search holds a 50 ms lock, so none answers faster.
+    assert!(
+        report["kinds"]["search"]["latency"]["min"]
+            .as_f64()
+            .unwrap()
+            >= 0.05
+    );
+    let j = journal_lines(&dir.join("j.jsonl"));
+    // One server process, one connection: every worker's calls shared its one session.
+    let sessions = of_kind(&j, "mcp_session");
+    assert_eq!(sessions.len(), 1, "{sessions:#?}");
+    assert_eq!(sessions[0]["transport"], "stdio");
+    assert_eq!(sessions[0]["ok"], true);
+    // Ready by ping, and every interval's health is a ping on the pipe, journalled with its purpose.
+    let ready = of_kind(&j, "ready");
+    assert_eq!(ready[0]["url"], "mcp ping (stdio)", "{ready:#?}");
+    assert_eq!(ready[0]["ok"], true);
+    let pings = of_kind(&j, "health");
+    let intervals = invariant(&report, "health")["checked"].as_u64().unwrap();
+    assert_eq!(pings.len() as u64, intervals, "{pings:#?}");
+    assert!(intervals >= 4, "{intervals}");
+    for p in &pings {
+        assert_eq!(p["url"], "mcp ping (stdio)", "{p:#}");
+        assert_eq!(p["purpose"], "invariant");
+        assert_eq!(p["status"], 200, "{p:#}");
+    }
+    assert!(invariant(&report, "health")["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["ok"] == true && r["detail"] == "mcp ping (stdio) answered"));
+    // No TCP connect to measure over a pipe.
+    assert!(of_kind(&j, "connect_floor").is_empty());
+    assert!(
+        stderr(&out).contains("over stdio"),
+        "the start line says how the server is reached: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_soak_over_streamable_http_against_the_python_sdk_without_health_is_ready_by_ping() {
+    if !python_mcp() {
+        return;
+    }
+    let dir = tempdir("mcp-soak-py");
+    let port = free_port().to_string();
+    // The Python SDK's server has /mcp and nothing else: the plan names no health URL.
+    let plan = dir.join("py.toml");
+    std::fs::write(
+        &plan,
+        r#"
+duration = "4s"
+interval = "1s"
+timeout = "5s"
+check_timeout = "2s"
+[target]
+base_url = "http://127.0.0.1:1"
+ready_timeout = "30s"
+[kinds.nap]
+mcp = "sleep"
+path = "/mcp"
+body = '{"ms": ${ms}}'
+vars.ms = ["20", "50"]
+[[drivers]]
+count = 2
+burst = { requests = [2, 3], gap = ["20ms", "50ms"] }
+steady = { requests = 2, gap = ["100ms", "200ms"] }
+idle = { for = ["100ms", "200ms"] }
+"#,
+    )
+    .unwrap();
+    let script = repo().join("examples/mcp_py_server.py");
+    let out = soak_mcp(
+        &plan,
+        &["--base-url", &format!("http://127.0.0.1:{port}")],
+        &["python3", script.to_str().unwrap(), "http", &port],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    assert_eq!(report["verdict"], "pass");
+    let k = &report["kinds"]["nap"];
+    assert!(k["ok"].as_u64().unwrap() > 0, "{k:#}");
+    assert_eq!(k["requests"], k["ok"], "{k:#}");
+    let ping = format!("mcp ping http://127.0.0.1:{port}/mcp");
+    let j = journal_lines(&dir.join("j.jsonl"));
+    let ready = of_kind(&j, "ready");
+    assert_eq!(ready[0]["url"], ping.as_str(), "{ready:#?}");
+    assert_eq!(ready[0]["ok"], true);
+    let pings = of_kind(&j, "health");
+    assert!(!pings.is_empty());
+    assert!(
+        pings
+            .iter()
+            .all(|p| p["url"] == ping.as_str() && p["status"] == 200),
+        "{pings:#?}"
+    );
+    assert_eq!(invariant(&report, "health")["failed"], 0);
+    // The ping has a session of its own, never journalled as one of the workers'.
+    assert!(of_kind(&j, "mcp_session")
+        .iter()
+        .all(|s| s["worker"].as_u64().unwrap() < 2));
+}
+
+#[test]
+fn a_stdio_server_that_dies_mid_soak_fails_its_health_ping_with_the_reason() {
+    let dir = tempdir("mcp-soak-dies");
+    let out = soak_mcp(
+        &repo().join("examples/plans/mcp-stdio.toml"),
+        &["--duration", "20s"],
+        &[
+            mcp_server().to_str().unwrap(),
+            "--lock",
+            "50ms",
+            "--watchdog",
+            "2s",
+        ],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json(&dir.join("r.json"));
+    assert_eq!(report["partial"], true);
+    assert_eq!(report["verdict"], "fail");
+    // Healthy by ping while it ran, then a failed ping naming why, at the interval that ended it.
+    let health = invariant(&report, "health");
+    let results = health["results"].as_array().unwrap();
+    assert_eq!(results[0]["ok"], true, "{health:#}");
+    let last = results.last().unwrap();
+    assert_eq!(last["ok"], false, "{health:#}");
+    assert_eq!(last["interval"], report["aborted_interval"], "{health:#}");
+    let detail = last["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("mcp ping (stdio) failed (Closed): "),
+        "{detail}"
+    );
+    // Which words depends on when the ping went: into the dying server's stdin, on the closing
+    // pipe, or after the exit.
+    assert!(
+        [
+            "stdin failed",
+            "stdout closed",
+            "no running server",
+            "gone for good"
+        ]
+        .iter()
+        .any(|w| detail.contains(w)),
+        "{detail}"
+    );
+    let j = journal_lines(&dir.join("j.jsonl"));
+    let pings = of_kind(&j, "health");
+    let failed = pings.last().unwrap();
+    assert_eq!(failed["error"], "Closed", "{pings:#?}");
+    assert!(failed.get("status").is_none());
+    // The watchdog's exit is what happened to the server.
+    assert!(report["lifecycle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "exit" && e["code"] == 124));
+}
+
+#[test]
+fn a_stdio_soak_without_a_command_or_with_an_http_kind_is_refused_naming_the_fix() {
+    let dir = tempdir("mcp-soak-bad");
+    let stdio = repo().join("examples/plans/mcp-stdio.toml");
+    let out = soak_mcp(&stdio, &[], &[], &dir);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("give its command after `--`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !dir.join("j.jsonl").exists(),
+        "a refused soak wrote a journal"
+    );
+    let out = soak_mcp(
+        &stdio,
+        &["--base-url", "http://127.0.0.1:8000"],
+        &[mcp_server().to_str().unwrap()],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("contradicts"), "{}", stderr(&out));
+    // A plain HTTP kind has nowhere to go over stdio: named, with the fix.
+    let plan = dir.join("http-kind.toml");
+    let src = std::fs::read_to_string(&stdio).unwrap().replace(
+        "[kinds.nap]",
+        "[kinds.stats]\nmethod = \"GET\"\npath = \"/stats\"\n\n[kinds.nap]",
+    );
+    std::fs::write(&plan, src).unwrap();
+    let out = soak_mcp(&plan, &[], &[mcp_server().to_str().unwrap()], &dir);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("kinds.stats is a plain HTTP request"), "{err}");
+    assert!(err.contains("fix: give the kind mcp = \"TOOL\""), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        !dir.join("j.jsonl").exists(),
+        "a refused soak wrote a journal"
+    );
+}
+
+#[test]
+fn a_stdio_server_killed_on_purpose_comes_back_on_new_pipes_with_a_new_session() {
+    let dir = tempdir("mcp-soak-restart");
+    let out = soak_mcp(
+        &repo().join("examples/plans/mcp-stdio.toml"),
+        &[
+            "--duration",
+            "5s",
+            "--inject",
+            "kill@2s",
+            "--restart",
+            "always",
+            "--backoff",
+            "200ms",
+        ],
+        &[mcp_server().to_str().unwrap(), "--lock", "50ms"],
+        &dir,
+    );
+    let report = json(&dir.join("r.json"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{:#}\n{}",
+        report["verdict_reasons"],
+        stderr(&out)
+    );
+    let f = &report["injected"][0];
+    assert_eq!(f["recovered"], true, "{f:#}");
+    assert_eq!(report["restarts"]["unexpected"], 0);
+    let j = journal_lines(&dir.join("j.jsonl"));
+    // One session per server process: the restarted one was opened on its own pipes.
+    let sessions = of_kind(&j, "mcp_session");
+    assert_eq!(sessions.len(), 2, "{sessions:#?}");
+    assert!(sessions.iter().all(|s| s["ok"] == true));
+    let spawns = of_kind(&j, "spawn");
+    let second = spawns[1]["t_s"].as_f64().unwrap();
+    // Calls and pings went on after the restart, on the new process.
+    assert!(of_kind(&j, "request")
+        .iter()
+        .any(|r| r["t_s"].as_f64().unwrap() > second && r["outcome"]["kind"] == "ok"));
+    let last = *of_kind(&j, "health").last().unwrap();
+    assert!(
+        last["t_s"].as_f64().unwrap() > second && last["status"] == 200,
+        "{last:#}"
+    );
 }

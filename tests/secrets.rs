@@ -61,14 +61,22 @@ fn credential_headers_reach_the_server_and_no_artifact_or_terminal_line() {
                 &port,
                 "--require-secret-env",
                 "WITNESS_TEST_TOKEN",
+                // The cookie and the marked header must reach it too, whole.
+                "--require-header-env",
+                "Cookie=WITNESS_TEST_COOKIE",
+                "--require-header-env",
+                "X-Api-Key=WITNESS_TEST_APIKEY",
             ])
             .env("WITNESS_TEST_TOKEN", &token)
+            .env("WITNESS_TEST_COOKIE", format!("session={cookie}"))
+            .env("WITNESS_TEST_APIKEY", &apikey)
             .env("WITNESS_TEST_AUTH", format!("Bearer {token}")),
         Duration::from_secs(60),
     );
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    // The server checked the bearer token: every call was answered 200, not 401.
+    // The server checked the bearer token, the cookie and the API key: every call was answered
+    // 200, not 401.
     let report = json(&files[1]);
     for l in report["levels"].as_array().unwrap() {
         assert_eq!(

@@ -14,55 +14,8 @@ use std::time::Duration;
 
 use common::*;
 
-/// Whether `check` (a shell line) succeeds; without it the test is skipped, or fails on CI.
-fn have(what: &str, check: &str) -> bool {
-    let ok = Command::new("sh")
-        .args(["-c", check])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{what} is missing on CI (`{check}` failed): .ci/run must install it"
-        );
-        eprintln!("\n*** SKIPPED: {what} is not installed (`{check}` failed) ***\n");
-    }
-    ok
-}
-
-fn py(name: &str) -> PathBuf {
-    repo().join("examples/py").join(name)
-}
-
 fn events<'a>(lines: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
     lines.iter().filter(|l| l["kind"] == kind).collect()
-}
-
-/// The official MCP SDK client launches `witness wrap -- python3 stdio_mcp.py`; returns the client's
-/// stdout, witness's journal and report.
-fn mcp_session(tag: &str, calls: u32, env: &[(&str, &str)]) -> (String, PathBuf, PathBuf) {
-    let dir = tempdir(tag);
-    let (journal, report) = (dir.join("j.jsonl"), dir.join("r.json"));
-    let mut cmd = Command::new("python3");
-    cmd.arg(py("mcp_client.py"))
-        .arg(calls.to_string())
-        .arg(witness())
-        .args(["wrap", "--journal"])
-        .arg(&journal)
-        .arg("--report")
-        .arg(&report)
-        .args(["--", "python3"])
-        .arg(py("stdio_mcp.py"))
-        .envs(env.iter().copied());
-    let out = run_bounded(&mut cmd, Duration::from_secs(180));
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    eprintln!(
-        "client stdout:\n{stdout}\nclient+witness stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (stdout, journal, report)
 }
 
 #[test]
@@ -70,7 +23,7 @@ fn the_mcp_sdk_client_drives_a_stdio_server_through_wrap() {
     if !have("the MCP Python SDK", "python3 -c 'import mcp.client.stdio'") {
         return;
     }
-    let (stdout, journal, _) = mcp_session("mcp-ok", 4, &[]);
+    let (stdout, journal, _) = sdk_session("mcp-ok", 4, &[]);
     assert!(stdout.contains("init ok"), "{stdout}");
     for n in 1..=4 {
         assert!(stdout.contains(&format!("call {n} ok")), "{stdout}");
@@ -89,7 +42,7 @@ fn an_mcp_servers_watchdog_armed_after_start_ends_the_session_and_is_named() {
         return;
     }
     // The timer is armed 3 s after the imports: the process age overshoots it by more than that.
-    let (stdout, journal, report) = mcp_session(
+    let (stdout, journal, report) = sdk_session(
         "mcp-watchdog",
         1,
         &[
@@ -211,6 +164,8 @@ fn gunicorn_worker_killed_by_its_timeout_is_journalled_and_the_master_is_unchang
             .unwrap_or_else(|| panic!("worker {pid}'s death is journalled: {exits:?}"));
         assert_eq!(exit["ppid"], master);
         assert!(exit["age_s"].as_f64().unwrap() > 0.0);
+        // A pre-fork worker (it listens on the master's socket) is a worker, however young it dies.
+        assert!(exit.get("helper").is_none(), "{exit}");
         let source = exit["source"].as_str().unwrap();
         assert!(
             ["proc_connector", "wait", "log_line"].contains(&source),
@@ -347,6 +302,15 @@ fn nginx_that_daemonizes_is_adopted_measured_honestly_and_stopped() {
     );
 }
 
+/// Whether the tests run as root (the effective uid).
+fn root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
+    })
+}
+
 /// `kill -9` of witness: a pre-fork style tree (a plain child and a `setsid` one, under `sh -c`)
 /// must not survive it. `cgroup` off forces the unprivileged guarantee (subreaper + watchdog).
 fn killed_witness_leaves_nothing(tag: &str, cgroup: bool) {
@@ -374,9 +338,22 @@ fn killed_witness_leaves_nothing(tag: &str, cgroup: bool) {
     let notes = std::fs::read_to_string(&journal).unwrap();
     let has_cgroup = notes.contains("in its own cgroup");
     if cgroup && !has_cgroup {
-        // Not root, or no writable cgroup v2 here: the watchdog's guarantee is what is tested.
+        // Not root, or no writable cgroup v2 here (a cgroup v1 host): the watchdog's guarantee is
+        // what is tested, and witness must have said so, naming why — never silently.
+        assert!(
+            notes.contains("no cgroup (needs root and a writable cgroup v2)"),
+            "no cgroup was made and the journal does not say why: {notes}"
+        );
+        let v2 = std::fs::read_to_string("/proc/self/mounts").is_ok_and(|m| {
+            m.lines()
+                .any(|l| l.split_whitespace().nth(2) == Some("cgroup2"))
+        });
+        assert!(
+            !(v2 && root() && std::env::var("CI").as_deref() == Ok("true")),
+            "root on a cgroup v2 host, and witness made no cgroup: {notes}"
+        );
         eprintln!(
-            "\n*** NOTE: witness could not create a cgroup here; testing the watchdog alone ***\n"
+            "\n*** NOTE: witness could not create a cgroup here (it says why in the journal); testing the watchdog alone ***\n"
         );
     } else {
         assert_eq!(has_cgroup, cgroup, "{notes}");
@@ -558,4 +535,115 @@ fn without_privilege_a_workers_death_comes_from_its_parents_log_line() {
             "{exit}"
         );
     }
+}
+
+/// A server that runs a helper per request (as an MCP server runs `git` per call): request 30's
+/// helper is killed by SIGKILL and that request fails; request 5 fails with its helper exited 0
+/// (among a command's first helpers, journalled one by one). The killed helper is named, and no
+/// annotation names a helper that exited 0.
+#[test]
+fn a_failure_names_the_helper_that_died_abnormally_and_not_those_that_exited_0() {
+    let dir = tempdir("helpers");
+    let (journal, report) = (dir.join("j.jsonl"), dir.join("r.json"));
+    let port = free_port();
+    let script = "sleep 0.2; case $REQ in 5) echo fail;; 30) kill -9 $$;; esac";
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["load", "--url"])
+            .arg(format!("http://127.0.0.1:{port}/call"))
+            .args(["--levels", "2", "--rounds", "25", "--settle", "0s"])
+            .arg("--journal")
+            .arg(&journal)
+            .arg("--report")
+            .arg(&report)
+            .arg("--")
+            .arg(toy())
+            .args(["--port", &port.to_string()])
+            .args(["--helper-per-request", script]),
+        Duration::from_secs(120),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    let lines = journal_lines(&journal);
+    let connector = events(&lines, "note").iter().any(|n| {
+        n["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("read from the kernel's process-event connector"))
+    });
+    if !connector {
+        // Without CAP_NET_ADMIN a helper's exit status is not known (the server reaps it).
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the process-event connector is needed on CI (root)"
+        );
+        skipped("a helper's exit status needs the process-event connector (CAP_NET_ADMIN)");
+        return;
+    }
+    let r = json(&report);
+    let failures: Vec<String> = r["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["failures"].as_array().cloned().unwrap_or_default())
+        .map(|f| f["annotation"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:#?}");
+    let killed = failures
+        .iter()
+        .find(|a| a.contains("died: killed by SIGKILL"))
+        .unwrap_or_else(|| panic!("a failure names the killed helper: {failures:#?}"));
+    assert!(killed.contains("helper pid "), "{killed}");
+    assert!(killed.contains("(sh -c sleep 0.2; case"), "{killed}");
+    // Request 5's helpers (its own and the other worker's) were journalled, and exited 0.
+    let clean = events(&lines, "worker_exit")
+        .iter()
+        .filter(|w| w["helper"] == true && w["code"] == 0)
+        .count();
+    assert!(clean >= 5, "the first helpers are journalled one by one");
+    for a in &failures {
+        assert!(!a.contains("exited cleanly"), "a clean helper named: {a}");
+    }
+    assert_eq!(
+        failures.iter().filter(|a| a.contains("helper pid")).count(),
+        1,
+        "{failures:#?}"
+    );
+    // Every helper counted, however it ended.
+    let helpers = events(&lines, "helpers");
+    let sh = helpers
+        .iter()
+        .find(|h| {
+            h["command"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("sh -c"))
+        })
+        .unwrap_or_else(|| panic!("{helpers:?}"));
+    assert_eq!(sh["ends"]["SIGKILL"], 1, "{sh}");
+    // One line per command, the same in the terminal, the JSON report and the HTML.
+    let line = format!(
+        "{}: {} helpers, lived ",
+        sh["command"].as_str().unwrap(),
+        sh["count"]
+    );
+    let terminal = format!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
+    assert!(terminal.contains(&line), "{line} in\n{terminal}");
+    assert!(terminal.contains(", SIGKILL ×1"), "{terminal}");
+    let said = r["lifecycle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "helpers" && e["command"] == sh["command"])
+        .unwrap_or_else(|| panic!("the JSON report's lifecycle has the summary"));
+    assert!(said["text"].as_str().unwrap().starts_with(&line), "{said}");
+    let html = dir.join("t.html");
+    run_bounded(
+        Command::new(witness())
+            .arg("report")
+            .arg(&journal)
+            .args(["--format", "html", "-o"])
+            .arg(&html),
+        Duration::from_secs(30),
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("helpers, lived "), "the HTML timeline has it");
 }

@@ -162,7 +162,7 @@ fn the_html_timeline_loads_in_headless_chromium_without_script_errors() {
     }) else {
         // CI installs Chromium (.ci/run): there, its absence is a failure, not a silent pass.
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
+            !on_ci(),
             "CI=true but no chromium on PATH: the screenshot test cannot run (apt-get install -y chromium)"
         );
         skipped(

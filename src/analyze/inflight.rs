@@ -33,7 +33,8 @@ pub fn pid_named(line: &str) -> Option<u32> {
 
 /// A log line as annotations quote it: trimmed and bounded.
 pub fn short_line(line: &str) -> String {
-    let t = line.trim();
+    let shown = crate::journal::logline::shown(line);
+    let t = shown.trim();
     if t.chars().count() <= LINE_CHARS {
         t.to_string()
     } else {
@@ -50,6 +51,7 @@ enum What {
         command: String,
         how: String,
         source: String,
+        helper: bool,
     },
     Line {
         text: String,
@@ -63,26 +65,50 @@ enum What {
 #[derive(Clone, Debug, Default)]
 pub struct Happenings {
     items: Vec<(f64, What)>,
+    /// When each server process (or container incarnation) started, oldest first, and when the
+    /// first exchange it answered ended (fed as the requests stream past, `answered`).
+    lives: Vec<(f64, Option<f64>)>,
 }
 
 impl Happenings {
     /// `skip_pids`: processes whose exits verdict.rs already tells (the server itself).
     pub fn new(recs: &[Record]) -> Self {
+        // A helper's end is told only when abnormal: a non-zero exit, or a signal witness did not
+        // send (its shutdown's SIGTERM reaches every helper in the group).
+        let sent: Vec<&str> = recs
+            .iter()
+            .filter_map(|r| match &r.event {
+                Event::SignalSent { signal, .. } => Some(signal.as_str()),
+                _ => None,
+            })
+            .collect();
         let items = recs
             .iter()
             .filter_map(|r| {
                 let w = match &r.event {
                     Event::WorkerExit {
+                        helper: true,
+                        code,
+                        signal,
+                        ..
+                    } if code.is_none_or(|c| c == 0)
+                        && signal.as_deref().is_none_or(|s| sent.contains(&s)) =>
+                    {
+                        return None
+                    }
+                    Event::WorkerExit {
                         pid,
                         command,
                         how,
                         source,
+                        helper,
                         ..
                     } => What::WorkerDied {
                         pid: *pid,
                         command: command.join(" "),
                         how: how.clone(),
                         source: source.clone(),
+                        helper: *helper,
                     },
                     Event::Log { line, label, .. } => What::Line {
                         pid: pid_named(line),
@@ -94,7 +120,30 @@ impl Happenings {
                 Some((r.t_s, w))
             })
             .collect();
-        Self { items }
+        let mut lives: Vec<(f64, Option<f64>)> = recs
+            .iter()
+            .filter(|r| matches!(r.event, Event::Spawn { .. }))
+            .map(|r| (r.t_s, None))
+            .collect();
+        lives.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Self { items, lives }
+    }
+
+    /// An exchange the server answered (any response, ok or not) ended at `end`.
+    pub fn answered(&mut self, end: f64) {
+        let n = self.lives.partition_point(|(t, _)| *t <= end);
+        if let Some((_, first)) = n.checked_sub(1).and_then(|i| self.lives.get_mut(i)) {
+            if first.is_none_or(|f| end < f) {
+                *first = Some(end);
+            }
+        }
+    }
+
+    /// When the first exchange answered by the process started at `spawn_t_s` ended, if one has
+    /// been seen.
+    pub fn first_answer(&self, spawn_t_s: f64) -> Option<f64> {
+        let n = self.lives.partition_point(|(t, _)| *t <= spawn_t_s + 1e-6);
+        n.checked_sub(1).and_then(|i| self.lives[i].1)
     }
 
     /// What happened between `start` and `end` (plus the clock's resolution), in words, oldest first.
@@ -131,9 +180,11 @@ impl Happenings {
                     command,
                     how,
                     source,
+                    helper,
                 } => {
                     let cmd = short_line(command);
-                    format!("worker pid {pid} ({cmd}) died: {how} (source: {source}) {when}")
+                    let who = if *helper { "helper" } else { "worker" };
+                    format!("{who} pid {pid} ({cmd}) died: {how} (source: {source}) {when}")
                 }
                 What::Line { text, pid, .. } => {
                     if !lines.iter().any(|l| std::ptr::eq(*l, *item)) {
@@ -217,6 +268,7 @@ mod tests {
                     source: "wait".into(),
                     code: None,
                     signal: Some("SIGABRT".into()),
+                    helper: false,
                 },
                 origin: None,
             },
@@ -234,5 +286,57 @@ mod tests {
             "worker pid 11 (gunicorn: worker) died: killed by SIGABRT (source: wait) 0.02 s after it failed"
         );
         assert!(h.during(3.5, 4.0, &[]).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod helper_tests {
+    use super::*;
+
+    fn helper(t: f64, pid: u32, code: Option<i32>, signal: Option<&str>) -> Record {
+        Record {
+            t_s: t,
+            event: Event::WorkerExit {
+                pid,
+                ppid: 1,
+                command: vec!["git".into(), "cat-file".into()],
+                age_s: 0.01,
+                how: "whatever".into(),
+                source: "proc_connector".into(),
+                code,
+                signal: signal.map(Into::into),
+                helper: true,
+            },
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn a_helper_is_named_only_when_it_died_abnormally() {
+        let recs = vec![
+            helper(1.0, 20, Some(0), None),
+            helper(1.1, 21, Some(1), None),
+            helper(1.2, 22, None, Some("SIGKILL")),
+            Record {
+                t_s: 1.25,
+                event: Event::SignalSent {
+                    pid: 1,
+                    signal: "SIGTERM".into(),
+                    reason: "shutdown".into(),
+                },
+                origin: None,
+            },
+            helper(1.3, 23, None, Some("SIGTERM")),
+        ];
+        let d = Happenings::new(&recs).during(0.9, 1.3, &[]);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(
+            d[0].starts_with("helper pid 21 (git cat-file) died"),
+            "{d:?}"
+        );
+        assert!(
+            d[1].starts_with("helper pid 22 (git cat-file) died"),
+            "{d:?}"
+        );
     }
 }

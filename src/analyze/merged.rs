@@ -62,6 +62,10 @@ pub struct GroupRow {
     /// Sent while the server was down (after an exit, before any new process).
     pub sent_while_down: u64,
     pub failures: Vec<FailedRequest>,
+    /// Calls a client made through a wrap source: tabled per method or tool in the observed
+    /// section too, so the views need not show them twice.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub observed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -189,7 +193,8 @@ pub fn analyze(
         .collect();
     let mut origin_of: HashMap<u64, Option<u16>> = HashMap::new();
     // Worker deaths and log lines from every source, for the failures kept.
-    let seen = Happenings::new(recs);
+    let mut seen = Happenings::new(recs);
+    let observed = super::observed::Scope::of(header);
     for r in requests {
         let Event::Request {
             id,
@@ -210,6 +215,7 @@ pub fn analyze(
         }
         let k6 = k6_origins.contains(&o);
         let acc = groups.entry((o, group.clone())).or_insert_with(|| {
+            let seen = observed.observed(&r);
             let shape = match group
                 .strip_prefix("level")
                 .and_then(|n| n.parse::<u32>().ok())
@@ -217,7 +223,12 @@ pub fn analyze(
             {
                 Some(c) => format!("ladder level at concurrency {c}"),
                 None if k6_origins.contains(&o) => "k6 scenario".into(),
-                None => "request group".into(),
+                // A real client's calls through a wrap source: their own kind of group, never
+                // mistaken for the ladder's or k6's requests.
+                None => match &seen {
+                    Some(seen) => super::observed::heading(seen.via).into(),
+                    None => "request group".into(),
+                },
             };
             Acc {
                 row: GroupRow {
@@ -232,12 +243,16 @@ pub fn analyze(
                     died_with_server: 0,
                     sent_while_down: 0,
                     failures: vec![],
+                    observed: seen.is_some(),
                 },
                 ok: Summary::default(),
                 failed: Summary::default(),
             }
         });
         let end = r.t_s;
+        if outcome.is_answer() {
+            seen.answered(end);
+        }
         match outcome {
             Outcome::Ok => {
                 acc.row.counts.ok += 1;
@@ -343,6 +358,11 @@ pub fn analyze(
                 "{}: witness's ladder ({}) in the level table",
                 s.label,
                 levels.join(", ")
+            )
+        } else if reqs > 0 && s.kind == "journal" && s.mode == "wrap" {
+            format!(
+                "{}: {reqs} calls a client made through wrap, per method or tool, kept apart as this source's own",
+                s.label
             )
         } else if reqs > 0 {
             format!(
@@ -479,6 +499,7 @@ impl Windows {
 mod tests {
     use super::*;
     use crate::analyze::tests::{exit, spawn};
+    use crate::analyze::Subject;
     use crate::journal::clock::SourceInfo;
     use crate::journal::{ErrorKind, Loaded, Stream};
 
@@ -506,6 +527,9 @@ mod tests {
             detail: None,
             body_bytes: None,
             body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
         }
     }
 
@@ -616,7 +640,7 @@ mod tests {
         assert!(a
             .suspicions
             .iter()
-            .any(|s| s.subject == "process_exit" && s.timer_s == 3.0));
+            .any(|s| s.subject == Subject::ProcessExit && s.timer_s == 3.0));
     }
 
     #[test]

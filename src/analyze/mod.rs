@@ -4,10 +4,15 @@
 pub mod gpu;
 pub mod inflight;
 pub mod merged;
+pub mod observed;
+pub mod ok_timers;
+pub mod open;
 pub mod picture;
+pub mod rate;
 pub mod request_timers;
 pub mod soak;
 pub use crate::stats;
+pub mod tcp_timers;
 pub mod timeline;
 pub mod timers;
 pub mod trend;
@@ -18,13 +23,66 @@ use serde::Serialize;
 use crate::journal::{secs, Event, Record, Replay, Settings};
 use timers::{timer_at, tolerance, TimerSource};
 
+/// What a suspicion found: a closed set, so a new one is added here once (serialised as the
+/// snake_case names the JSON report has always carried).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuspicionKind {
+    /// A value (a process's age at exit, a failed request's duration) at a timer.
+    RoundTimer,
+    /// Failed requests giving up together at one value.
+    RequestTimer,
+    /// Ok requests answered by a timer (a mode apart from the rest, or a max just under one).
+    OkTimer,
+    /// Refusals clustered at one duration: a timer inside the server, not capacity.
+    RefusalTimer,
+    /// The served rate flat across levels while the rest are refused.
+    RateLimit,
+    /// Connects at TCP's SYN retransmission timeouts.
+    SynRetransmit,
+    /// Bodies one delayed ACK after their headers: Nagle's algorithm on the server.
+    NagleDelayedAck,
+}
+
+impl SuspicionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuspicionKind::RoundTimer => "round_timer",
+            SuspicionKind::RequestTimer => "request_timer",
+            SuspicionKind::OkTimer => "ok_timer",
+            SuspicionKind::RefusalTimer => "refusal_timer",
+            SuspicionKind::RateLimit => "rate_limit",
+            SuspicionKind::SynRetransmit => "syn_retransmit",
+            SuspicionKind::NagleDelayedAck => "nagle_delayed_ack",
+        }
+    }
+}
+
+impl std::fmt::Display for SuspicionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a suspicion is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subject {
+    /// A server process's life, up to its exit.
+    ProcessExit,
+    /// Requests (or calls), whole.
+    Request,
+    /// The connects of requests.
+    Connect,
+    /// The bodies of responses, after their headers.
+    ResponseBody,
+}
+
 /// A finding worth a person's attention: a number that may be a timer rather than the server's work.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Suspicion {
-    /// "round_timer" (a value at a timer) or "request_timer" (failed requests clustered at one value).
-    pub kind: String,
-    /// "process_exit" or "request".
-    pub subject: String,
+    pub kind: SuspicionKind,
+    pub subject: Subject,
     /// The lifetime or duration that sits at the timer.
     pub seconds: f64,
     pub timer_s: f64,
@@ -33,6 +91,9 @@ pub struct Suspicion {
     pub t_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// The journal group (a level, a soak kind, an observed method) whose requests it is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     pub detail: String,
 }
 
@@ -50,6 +111,9 @@ pub struct ProcessLife {
     /// The engine said the kernel OOM killer ended it (containers only).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub oom_killed: bool,
+    /// The signal that killed it, as the lifecycle named it ("SIGKILL").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
     /// Log lines of this process that matched a pattern.
     pub log_lines: Vec<LogLine>,
 }
@@ -90,6 +154,8 @@ pub struct Analysis {
     pub load: Option<verdict::LoadAnalysis>,
     /// The soak's figures, invariants, faults and verdict, for `soak` runs.
     pub soak: Option<soak::SoakAnalysis>,
+    /// The calls a real client made through `wrap` (stdio relay, proxy), per method or tool.
+    pub observed: Option<observed::ObservedAnalysis>,
     /// The run laid out for the HTML timeline and the trace export.
     pub picture: picture::Picture,
     /// For a journal merged from several sources: the sources, their clocks, and requests grouped
@@ -110,6 +176,7 @@ const LIFECYCLE_KINDS: &[&str] = &[
     "leak",
     "ready",
     "fault",
+    "helpers",
 ];
 
 /// Analyses a journal in two streaming passes with bounded state: the first keeps the run's context
@@ -188,17 +255,22 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         .load
         .as_ref()
         .map(|_| verdict::LoadAcc::new(recs, &processes, &named));
-    let mut failures = settings
-        .load
-        .as_ref()
-        .map(|_| request_timers::Failures::new(recs));
-    let mut picture_requests = picture::Requests::new(end_s);
+    let mut observed = observed::Acc::new(header, recs, &processes, &named);
+    let observed_scope = observed.as_ref().map(|o| o.scope().clone());
+    // Failed requests giving up together at a timer: load's, and the calls a client made through
+    // wrap (a wrap journal's requests are all observed calls; a merged one's wrap sources too).
+    let mut failures = (settings.load.is_some() || observed.is_some())
+        .then(|| request_timers::Failures::new(recs));
+    let mut picture_requests = picture::Requests::new(end_s, observed_scope);
     let soak = {
         let mut fold = requests_pass().inspect(|r| {
             if let Some(l) = ladder.as_mut() {
                 l.request(r);
             }
-            if let Some(f) = failures.as_mut() {
+            let seen_by_wrap = observed.as_mut().is_some_and(|o| o.request(r));
+            // Without a ladder, only the calls wrap saw are searched for a request timer (a k6
+            // source merged beside a wrap journal is not, as it is not without one).
+            if let (Some(f), true) = (failures.as_mut(), settings.load.is_some() || seen_by_wrap) {
                 f.request(r);
             }
             picture_requests.request(r);
@@ -209,17 +281,33 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         fold.for_each(drop);
         soak
     };
+    let mut soak = soak;
+    if let Some(s) = soak.as_mut() {
+        suspicions.append(&mut s.suspicions);
+    }
     let mut load = settings.load.as_ref().zip(ladder).map(|(ls, acc)| {
         let (mut load, more) = acc.finish(ls.factor, ls.cliff_slack_s);
         suspicions.extend(more);
-        if let Some(f) = failures.take() {
-            suspicions.extend(f.finish(recs, &request_named));
-        }
         if partial.is_some() {
-            verdict::stopped_early(&mut load, &ls.levels, end_reason(recs).as_deref());
+            verdict::stopped_early(
+                &mut load,
+                &ls.levels,
+                &ls.rates_per_s,
+                end_reason(recs).as_deref(),
+            );
         }
+        open::limit(recs, &mut load);
         load
     });
+    if let Some(f) = failures.take() {
+        suspicions.extend(f.finish(recs, &request_named));
+    }
+    let observed = observed.map(|acc| {
+        let (o, more) = acc.finish();
+        suspicions.extend(more);
+        o
+    });
+    let observed = observed.flatten();
     let merged = if merging {
         merged::analyze(
             header,
@@ -246,6 +334,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         suspicions,
         load,
         soak,
+        observed,
         lifecycle: lifecycle_json(recs),
         timeline: timeline::build(recs, &processes),
         settings,
@@ -256,6 +345,15 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         gpu: gpu::section(recs),
         merged,
     }
+}
+
+/// Whether the run's health probes were MCP pings (a load over MCP, or a ping journalled as one).
+pub fn mcp_pings(recs: &[Record]) -> bool {
+    recs.iter().any(|r| match &r.event {
+        Event::Settings(s) => s.load.as_ref().is_some_and(|l| l.mcp.is_some()),
+        Event::Health { url, .. } => url.starts_with("mcp ping"),
+        _ => false,
+    })
 }
 
 /// The command line of the first server process witness started (empty when it attached).
@@ -303,6 +401,25 @@ fn lifecycle_json(recs: &[Record]) -> Vec<serde_json::Value> {
             let mut v = serde_json::to_value(r).ok()?;
             if let Some(o) = v.as_object_mut() {
                 o.entry("pid").or_insert(serde_json::Value::Null);
+                // A command's helpers in the words the terminal and the HTML use.
+                if let Event::Helpers {
+                    command,
+                    count,
+                    lived_min_s,
+                    lived_median_s,
+                    lived_max_s,
+                    ends,
+                    ..
+                } = &r.event
+                {
+                    let text = timeline::helpers_words(
+                        command,
+                        *count,
+                        [*lived_min_s, *lived_median_s, *lived_max_s],
+                        ends,
+                    );
+                    o.insert("text".into(), text.into());
+                }
             }
             Some(v)
         })
@@ -326,6 +443,7 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                 meaning: None,
                 requested: false,
                 oom_killed: false,
+                signal: None,
                 log_lines: Vec::new(),
             }),
             Event::Exit {
@@ -335,6 +453,7 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                 meaning,
                 requested,
                 oom_killed,
+                signal,
                 ..
             } => {
                 if let Some(l) = lives
@@ -348,6 +467,7 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                     l.meaning = Some(meaning.clone());
                     l.requested = *requested;
                     l.oom_killed = *oom_killed == Some(true);
+                    l.signal = signal.clone();
                 }
             }
             Event::Log {
@@ -361,7 +481,8 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                     l.log_lines.push(LogLine {
                         t_s: r.t_s,
                         label: label.clone(),
-                        line: line.clone(),
+                        // What views quote: a structured line's level and message first.
+                        line: crate::journal::logline::shown(line).into_owned(),
                         timer_s: *timer_s,
                     });
                 }
@@ -381,7 +502,7 @@ pub fn named_timers(recs: &[Record], pid: u32) -> Vec<(f64, TimerSource)> {
                 line,
                 timer_s: Some(t),
                 ..
-            } if *p == pid => Some((*t, TimerSource::LogLine(line.clone()))),
+            } if *p == pid => Some((*t, TimerSource::LogLine(inflight::short_line(line)))),
             _ => None,
         })
         .collect()
@@ -424,12 +545,13 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
         let at = at.filter(|(_, src)| *src != TimerSource::Round || late.is_none());
         if let Some((timer, source)) = at {
             out.push(Suspicion {
-                kind: "round_timer".into(),
-                subject: "process_exit".into(),
+                kind: SuspicionKind::RoundTimer,
+                subject: Subject::ProcessExit,
                 seconds: age,
                 timer_s: timer,
                 t_s: t,
                 pid: Some(l.pid),
+                group: None,
                 detail: format!(
                     "pid {} exited at age {:.2} s — at {}: a timer armed at process start? (age and timer differ by {:.2} s)",
                     l.pid,
@@ -443,12 +565,13 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
             if let Some((timer, line)) = late {
                 let source = TimerSource::LogLine(line);
                 out.push(Suspicion {
-                    kind: "round_timer".into(),
-                    subject: "process_exit".into(),
+                    kind: SuspicionKind::RoundTimer,
+                    subject: Subject::ProcessExit,
                     seconds: age,
                     timer_s: timer,
                     t_s: t,
                     pid: Some(l.pid),
+                    group: None,
                     detail: format!(
                         "pid {} exited at age {:.2} s right after naming {}: the process age and the timer differ by {:.2} s, so the timer was armed about {:.2} s after the process started",
                         l.pid,

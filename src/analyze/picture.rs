@@ -8,6 +8,7 @@
 //! resource series are thinned to at most [`SERIES_POINTS`] points, keeping each bucket's extremes so a
 //! spike survives.
 
+use super::Subject;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -24,6 +25,14 @@ pub const SPAN_KEEP: usize = 100_000;
 pub const BUCKETS: usize = 300;
 /// The most points one resource series keeps.
 pub const SERIES_POINTS: usize = 1_200;
+/// How many time buckets throughput and latency over time have across the run (coarser than
+/// [`BUCKETS`]: a p99 needs a few requests per bucket).
+pub const TIME_BUCKETS: usize = 100;
+/// Ok latencies are binned on a log axis this many bins to a decade (12 % wide each), from
+/// [`LOG_FLOOR_S`] up to 1000 s; the last bin holds anything longer.
+pub const LOG_PER_DECADE: usize = 20;
+pub const LOG_FLOOR_S: f64 = 1e-6;
+pub const LOG_BINS: usize = 9 * LOG_PER_DECADE + 1;
 
 /// The four outcome classes, in the order every count array uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -80,12 +89,29 @@ pub struct Group {
     pub name: String,
     /// The concurrency of the load level this lane is, when it is one.
     pub concurrency: Option<u32>,
+    /// An open-loop level's arrival rate (its concurrency is then the in-flight cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
     /// Distinct workers seen, so the lane's height.
     pub rows: u32,
     pub first_s: f64,
     pub last_s: f64,
     /// Requests by [`Class`] index.
     pub counts: [u64; 4],
+    /// Set when the lane is calls a real client made through wrap: drawn apart and named so.
+    pub observed: Option<ObservedLane>,
+}
+
+/// What a lane of observed calls is.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ObservedLane {
+    pub via: crate::journal::observed::Via,
+    /// "calls seen by wrap (stdio)", "calls seen by wrap (proxy)".
+    pub heading: String,
+    /// The method or tool: "tools/call echo", "GET /api/items".
+    pub label: String,
+    /// What one row of the lane is: the stdio relay's one client, or a proxy connection.
+    pub row_is: String,
 }
 
 /// Requests counted per time bucket, for runs too big to draw one by one.
@@ -156,6 +182,9 @@ pub struct ProbeMark {
 pub struct LevelBand {
     pub index: u32,
     pub concurrency: u32,
+    /// An open-loop level's arrival rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
     pub start_s: f64,
     pub end_s: Option<f64>,
     pub skipped: Option<String>,
@@ -215,6 +244,120 @@ pub struct Picture {
     pub totals: [u64; 4],
     /// What one exchange was, when not a plain HTTP request: "tools/call search" for an MCP run.
     pub exchange: Option<String>,
+    /// Per lane with ok requests: the distribution of its ok latencies, with the timers suspected
+    /// while it ran marked where they sit.
+    pub distributions: Vec<Distribution>,
+    /// Completions per second and ok latency (p50, p99) per time bucket, across all lanes.
+    pub over_time: OverTime,
+}
+
+/// One lane's ok latencies on a log axis.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Distribution {
+    /// Index into [`Picture::groups`].
+    pub group: usize,
+    pub count: u64,
+    /// Non-empty bins: (from, to, requests), ascending.
+    pub bins: Vec<(f64, f64, u32)>,
+    /// From the lane's HDR histogram (what the tables print), not from the bins.
+    pub p50: f64,
+    pub p99: f64,
+    pub min: f64,
+    pub max: f64,
+    pub timers: Vec<TimerMark>,
+}
+
+/// A suspected timer on a latency axis.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimerMark {
+    /// Where the suspicious durations sit.
+    pub seconds: f64,
+    /// "2s timer".
+    pub label: String,
+    /// The suspicion's words, for hover.
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OverTime {
+    pub bucket_s: f64,
+    pub points: Vec<TimePoint>,
+}
+
+/// One time bucket: requests that ended in it, and its ok latencies' p50 and p99 (binned, so to
+/// within 12 %).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimePoint {
+    pub t_s: f64,
+    /// Completions by [`Class`] index.
+    pub counts: [u32; 4],
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+/// Counts per log bin, allocated on first use: 724 bytes whatever the number of requests.
+#[derive(Clone, Debug, Default)]
+struct LogHist {
+    counts: Vec<u32>,
+    n: u64,
+}
+
+/// The log bin a duration falls in.
+pub fn log_bin(d: f64) -> usize {
+    if d.is_nan() || d <= LOG_FLOOR_S {
+        return 0;
+    }
+    (((d / LOG_FLOOR_S).log10() * LOG_PER_DECADE as f64).floor() as usize).min(LOG_BINS - 1)
+}
+
+/// Where log bin `i` begins.
+pub fn bin_lo(i: usize) -> f64 {
+    LOG_FLOOR_S * 10f64.powf(i as f64 / LOG_PER_DECADE as f64)
+}
+
+impl LogHist {
+    fn record(&mut self, d: f64) {
+        self.record_n(d, 1);
+    }
+    fn record_n(&mut self, d: f64, n: u64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; LOG_BINS];
+        }
+        let c = &mut self.counts[log_bin(d)];
+        *c = c.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+        self.n += n;
+    }
+    /// An HDR summary re-binned: its buckets (0.1 % wide) fall whole into the 12 % log bins.
+    fn of(sum: &crate::stats::Summary) -> Self {
+        let mut h = Self::default();
+        for (lo, _, n) in sum.buckets() {
+            h.record_n(lo, n);
+        }
+        h
+    }
+    /// The geometric middle of the bin holding quantile `q`.
+    fn quantile(&self, q: f64) -> Option<f64> {
+        if self.n == 0 {
+            return None;
+        }
+        let want = ((q * self.n as f64).ceil() as u64).max(1);
+        let mut seen = 0u64;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += *c as u64;
+            if seen >= want {
+                return Some((bin_lo(i) * bin_lo(i + 1)).sqrt());
+            }
+        }
+        None
+    }
+    fn bins(&self) -> Vec<(f64, f64, u32)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| (bin_lo(i), bin_lo(i + 1), *c))
+            .collect()
+    }
 }
 
 /// The picture from the run's lifecycle records and the requests already folded into `acc`.
@@ -231,14 +374,23 @@ pub fn build(
         bucket_s,
         counts,
         max_duration_s,
+        ok_summary,
+        time_bucket_s,
+        time_counts,
+        time_hist,
         ..
     } = acc;
-    let levels = levels(recs);
+    let mcp = super::mcp_pings(recs);
+    let levels = levels(recs, mcp);
     for g in groups.iter_mut() {
         g.concurrency = levels
             .iter()
             .find(|l| super::verdict::group_of_level(l.index) == g.name)
             .map(|l| l.concurrency);
+        g.rate = levels
+            .iter()
+            .find(|l| super::verdict::group_of_level(l.index) == g.name)
+            .and_then(|l| l.rate);
     }
     let markers = markers(recs, lives, suspicions);
     let end_s = recs
@@ -260,7 +412,42 @@ pub fn build(
             *t += c;
         }
     }
+    let distributions = ok_summary
+        .iter()
+        .enumerate()
+        .filter_map(|(gi, sum)| {
+            let l = sum.latency()?;
+            let g = &groups[gi];
+            Some(Distribution {
+                group: gi,
+                count: l.count,
+                bins: LogHist::of(sum).bins(),
+                p50: l.p50,
+                p99: l.p99,
+                min: l.min,
+                max: l.max,
+                timers: timer_marks(suspicions, &g.name, g.first_s, g.last_s),
+            })
+        })
+        .collect();
+    let over_time = OverTime {
+        bucket_s: time_bucket_s,
+        points: time_counts
+            .iter()
+            .zip(&time_hist)
+            .enumerate()
+            .filter(|(_, (c, _))| c.iter().any(|n| *n > 0))
+            .map(|(i, (c, h))| TimePoint {
+                t_s: i as f64 * time_bucket_s,
+                counts: *c,
+                p50: h.quantile(0.5),
+                p99: h.quantile(0.99),
+            })
+            .collect(),
+    };
     Picture {
+        distributions,
+        over_time,
         end_s,
         groups,
         spans,
@@ -268,12 +455,45 @@ pub fn build(
         aggregate,
         bands: bands(lives),
         markers,
-        probes: probes(recs),
+        probes: probes(recs, mcp),
         levels,
         series: series(recs),
         totals,
         exchange: exchange(recs),
     }
+}
+
+/// The timers suspected of a lane, where their durations sit: the suspicions that name the lane's
+/// group, and those about requests of no group (not a process's age at exit, which is no latency)
+/// whose moment falls while the lane ran.
+fn timer_marks(suspicions: &[Suspicion], group: &str, from: f64, to: f64) -> Vec<TimerMark> {
+    let mut out: Vec<TimerMark> = Vec::new();
+    for s in suspicions {
+        let ours = match &s.group {
+            Some(g) => g == group,
+            None => s.subject != Subject::ProcessExit && s.t_s >= from - 1e-6 && s.t_s <= to + 1e-6,
+        };
+        if !ours {
+            continue;
+        }
+        if !(s.seconds.is_finite() && s.seconds > 0.0) {
+            continue;
+        }
+        let label = if s.timer_s > 0.0 {
+            format!("{} timer", secs(s.timer_s))
+        } else {
+            s.kind.as_str().replace('_', " ")
+        };
+        if out.iter().any(|m| m.label == label) {
+            continue;
+        }
+        out.push(TimerMark {
+            seconds: s.seconds,
+            label,
+            text: s.detail.clone(),
+        });
+    }
+    out
 }
 
 /// An MCP load run's exchanges are tool calls, named by their tool.
@@ -301,12 +521,22 @@ pub struct Requests {
     bucket_s: f64,
     counts: Vec<Vec<[u32; 4]>>,
     max_duration_s: Vec<Vec<f64>>,
+    /// Per group: its ok latencies in HDR (its figures, and its log bins when drawn).
+    ok_summary: Vec<crate::stats::Summary>,
+    time_bucket_s: f64,
+    /// Per time bucket (all groups): completions by class, and ok latencies.
+    time_counts: Vec<[u32; 4]>,
+    time_hist: Vec<LogHist>,
+    /// Which requests are calls wrap observed (None: the journal has none).
+    observed: Option<super::observed::Scope>,
 }
 
 impl Requests {
-    /// `end_s`: the run's last timestamp (the aggregate's buckets span 0..end_s).
-    pub fn new(end_s: f64) -> Self {
+    /// `end_s`: the run's last timestamp (the aggregate's buckets span 0..end_s). `observed`: which
+    /// requests are calls seen by wrap, whose lanes are named so.
+    pub fn new(end_s: f64, observed: Option<super::observed::Scope>) -> Self {
         Self {
+            observed,
             groups: Vec::new(),
             index: HashMap::new(),
             rows: HashMap::new(),
@@ -315,6 +545,10 @@ impl Requests {
             bucket_s: (end_s / BUCKETS as f64).max(1e-6),
             counts: Vec::new(),
             max_duration_s: Vec::new(),
+            ok_summary: Vec::new(),
+            time_bucket_s: (end_s / TIME_BUCKETS as f64).max(1e-6),
+            time_counts: vec![[0; 4]; TIME_BUCKETS],
+            time_hist: vec![LogHist::default(); TIME_BUCKETS],
         }
     }
 
@@ -336,16 +570,33 @@ impl Requests {
         let g = match self.index.get(group.as_str()) {
             Some(&g) => g,
             None => {
+                let observed =
+                    self.observed
+                        .as_ref()
+                        .and_then(|s| s.observed(r))
+                        .map(|o| ObservedLane {
+                            via: o.via,
+                            heading: super::observed::heading(o.via).into(),
+                            label: o.label(),
+                            row_is: match o.via {
+                                crate::journal::observed::Via::Stdio => "client",
+                                crate::journal::observed::Via::Http => "connection",
+                            }
+                            .into(),
+                        });
                 self.groups.push(Group {
                     name: group.clone(),
                     concurrency: None,
+                    rate: None,
                     rows: 0,
                     first_s: *start_s,
                     last_s: end_s,
                     counts: [0; 4],
+                    observed,
                 });
                 self.counts.push(vec![[0u32; 4]; BUCKETS]);
                 self.max_duration_s.push(vec![0.0f64; BUCKETS]);
+                self.ok_summary.push(crate::stats::Summary::default());
                 self.index.insert(group.clone(), self.groups.len() - 1);
                 self.groups.len() - 1
             }
@@ -362,6 +613,12 @@ impl Requests {
         self.counts[g][b][class.index()] += 1;
         let m = &mut self.max_duration_s[g][b];
         *m = m.max(*duration_s);
+        let tb = ((end_s / self.time_bucket_s) as usize).min(TIME_BUCKETS - 1);
+        self.time_counts[tb][class.index()] += 1;
+        if class == Class::Ok {
+            self.ok_summary[g].record(*duration_s);
+            self.time_hist[tb].record(*duration_s);
+        }
         if self.spans.len() >= SPAN_KEEP {
             self.dropped += 1;
             return;
@@ -508,7 +765,10 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                 MarkerKind::Log,
                 *pid,
                 format!("log: {label}"),
-                format!("t={t:.3}s: [{label}] {stream}: {line}"),
+                format!(
+                    "t={t:.3}s: [{label}] {stream}: {}",
+                    crate::journal::logline::shown(line)
+                ),
                 "warn",
             ),
             Event::SignalSent {
@@ -547,10 +807,11 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                 if *ok { "ready" } else { "never ready" }.into(),
                 format!(
                     "t={t:.3}s: {url} {} after {}",
-                    if *ok {
-                        "answered 200"
-                    } else {
-                        "did not answer 200"
+                    match (*ok, url.starts_with("mcp ping")) {
+                        (true, true) => "answered",
+                        (true, false) => "answered 200",
+                        (false, true) => "did not answer",
+                        (false, false) => "did not answer 200",
                     },
                     secs(*waited_s)
                 ),
@@ -577,7 +838,10 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
     }
     // A timer armed at process start fires at spawn + timer: drawn there, it is the line the requests
     // died on. A request that ended at a timer is told in words only: its line would sit on the exit's.
-    for s in suspicions.iter().filter(|s| s.subject == "process_exit") {
+    for s in suspicions
+        .iter()
+        .filter(|s| s.subject == Subject::ProcessExit)
+    {
         let life = s.pid.and_then(|p| {
             lives
                 .iter()
@@ -621,12 +885,12 @@ fn clip(s: &str, n: usize) -> String {
     t
 }
 
-fn probes(recs: &[Record]) -> Vec<ProbeMark> {
+fn probes(recs: &[Record], mcp: bool) -> Vec<ProbeMark> {
     let mark = |t_s: f64, purpose: String, p: &Probe| ProbeMark {
         t_s,
         purpose,
         healthy: p.healthy(),
-        result: p.text(),
+        result: p.said(mcp),
         duration_s: p.duration_s,
     };
     recs.iter()
@@ -637,7 +901,7 @@ fn probes(recs: &[Record]) -> Vec<ProbeMark> {
         .collect()
 }
 
-fn levels(recs: &[Record]) -> Vec<LevelBand> {
+fn levels(recs: &[Record], mcp: bool) -> Vec<LevelBand> {
     let mut out: Vec<LevelBand> = Vec::new();
     let mut start_ids = HashMap::new();
     for r in recs {
@@ -653,13 +917,21 @@ fn levels(recs: &[Record]) -> Vec<LevelBand> {
                 out.push(LevelBand {
                     index: *index,
                     concurrency: *concurrency,
+                    rate: None,
                     start_s: r.t_s,
                     end_s: skipped.as_ref().map(|_| r.t_s),
                     skipped: skipped.clone(),
-                    health_before: health.text(),
+                    health_before: health.said(mcp),
                     health_after: None,
                     identity_changed: false,
                 });
+            }
+            Event::RateLevel {
+                index, rate_per_s, ..
+            } => {
+                if let Some(l) = out.iter_mut().rev().find(|l| l.index == *index) {
+                    l.rate = Some(*rate_per_s);
+                }
             }
             Event::LevelEnd {
                 index,
@@ -673,7 +945,7 @@ fn levels(recs: &[Record]) -> Vec<LevelBand> {
                     .find(|l| l.index == *index && l.health_after.is_none())
                 {
                     l.end_s = Some(r.t_s);
-                    l.health_after = Some(health.text());
+                    l.health_after = Some(health.said(mcp));
                     let before = start_ids.get(index).cloned().flatten();
                     l.identity_changed = match (before, identity) {
                         (Some(a), Some(b)) => a != *b,
@@ -853,6 +1125,9 @@ mod tests {
             detail: None,
             body_bytes: None,
             body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
         }
     }
 
@@ -984,6 +1259,8 @@ mod tests {
                     identity: Some(id(7)),
                     stopped: None,
                     not_sent: None,
+                    held: None,
+                    protocol: None,
                 },
             ),
             (
@@ -1005,6 +1282,8 @@ mod tests {
                     identity: Some(id(9)),
                     stopped: None,
                     not_sent: None,
+                    held: None,
+                    protocol: None,
                 },
             ),
             (

@@ -1,5 +1,5 @@
 //! Timers that start with the request: a proxy's `proxy_read_timeout`, a worker watchdog
-//! (gunicorn's `--timeout`). They are the mirror image of the seed's timer that started with the
+//! (gunicorn's `--timeout`). They are the mirror image of the 90 s watchdog that started with the
 //! process: each failed request gives up at the same duration, whatever the load. When failed
 //! requests' durations cluster tightly at one value (or just after a timer someone named, since a
 //! watchdog that checks once a second fires up to a second late), that value is a timer, not the
@@ -8,6 +8,7 @@
 
 use super::timers::TimerSource;
 use super::Suspicion;
+use super::{Subject, SuspicionKind};
 use crate::journal::{ErrorKind, Event, Outcome, Record};
 
 /// A handful: fewer failures at one value are a coincidence as often as a timer.
@@ -45,6 +46,7 @@ fn server_gave_up(o: &Outcome) -> bool {
                 | ErrorKind::Connect
                 | ErrorKind::Local
                 | ErrorKind::Interrupted
+                | ErrorKind::Cancelled
         ),
         _ => false,
     }
@@ -151,7 +153,7 @@ fn clusters(
         } = &r.event
         {
             if !timers.iter().any(|(x, _)| (x - t).abs() < 1e-9) {
-                timers.push((*t, TimerSource::LogLine(line.clone())));
+                timers.push((*t, TimerSource::LogLine(super::inflight::short_line(line))));
             }
         }
     }
@@ -216,13 +218,14 @@ fn suspicion(recs: &[Record], at: &[Failed], timer: Option<(f64, TimerSource)>) 
         detail.push_str(&format!(" — log line '{l}' as they ended"));
     }
     Suspicion {
-        kind: "request_timer".into(),
-        subject: "request".into(),
+        kind: SuspicionKind::RequestTimer,
+        subject: Subject::Request,
         seconds: mid,
         timer_s,
         timer_source: source,
         t_s: at.iter().map(|f| f.end_s).fold(0.0, f64::max),
         pid: None,
+        group: None,
         detail,
     }
 }
@@ -282,6 +285,9 @@ mod tests {
                 detail: None,
                 body_bytes: None,
                 body_cut: false,
+                connect_s: None,
+                headers_s: None,
+                handshake_s: None,
             },
             origin: None,
         }
@@ -354,6 +360,58 @@ mod tests {
         assert!(suspicions(&recs, &[]).is_empty());
     }
 
+    /// Each of witness's own outcomes alone, clustered at 2 s in numbers well over the cluster size:
+    /// none is the server's timer, while the same cluster of resets is.
+    #[test]
+    fn every_one_of_witness_s_own_outcomes_is_left_out_of_the_cluster() {
+        let at_two = |outcome: Outcome| -> Vec<Record> {
+            (0..6)
+                .map(|i| Record {
+                    t_s: i as f64 * 3.0 + 2.0,
+                    event: Event::Request {
+                        id: i,
+                        group: "level0".into(),
+                        worker: i as u32,
+                        start_s: i as f64 * 3.0,
+                        duration_s: 2.0,
+                        outcome: outcome.clone(),
+                        status: None,
+                        scheduled_s: None,
+                        detail: None,
+                        body_bytes: None,
+                        body_cut: false,
+                        connect_s: None,
+                        headers_s: None,
+                        handshake_s: None,
+                    },
+                    origin: None,
+                })
+                .collect()
+        };
+        let err = |error| Outcome::Error {
+            error,
+            status: None,
+        };
+        for own in [
+            ErrorKind::ConnectRefused,
+            ErrorKind::Connect,
+            ErrorKind::Local,
+            ErrorKind::Interrupted,
+            ErrorKind::Cancelled,
+        ] {
+            assert!(
+                suspicions(&at_two(err(own)), &[]).is_empty(),
+                "{own:?} was taken for the server's timer"
+            );
+        }
+        let timeout = Outcome::Timeout {
+            phase: crate::journal::TimeoutPhase::Connect,
+            limit_s: 2.0,
+        };
+        assert!(suspicions(&at_two(timeout), &[]).is_empty());
+        assert_eq!(suspicions(&at_two(err(ErrorKind::Reset)), &[]).len(), 1);
+    }
+
     #[test]
     fn a_named_timer_takes_failures_up_to_a_second_late_and_none_early() {
         // gunicorn's arbiter checks once a second: a 2 s --timeout kills at 2.1–2.9 s.
@@ -408,6 +466,9 @@ mod tests {
                     detail: None,
                     body_bytes: None,
                     body_cut: false,
+                    connect_s: None,
+                    headers_s: None,
+                    handshake_s: None,
                 },
                 origin: None,
             });

@@ -4,7 +4,7 @@
 //! growth per 1,000 requests and drain results; every invariant's result at every interval; injected
 //! faults, the intervals and figures they overlap (not a clean baseline); restarts; and the verdict.
 //!
-//! Honesty rules from the seed: the achieved duration is what the journal shows ran, never the plan;
+//! Honesty rules from the soak that reported p50 ≈ 2 s: the achieved duration is what the journal shows ran, never the plan;
 //! a run that stopped early says so and why; rejections are capacity, never failures.
 
 use std::collections::BTreeMap;
@@ -213,6 +213,9 @@ pub struct SoakAnalysis {
     pub restarts: Restarts,
     /// Things worth a look that do not fail the soak by themselves.
     pub warnings: Vec<String>,
+    /// Timers in what each kind answered ([`super::ok_timers`]): listed with the run's suspicions.
+    #[serde(skip)]
+    pub suspicions: Vec<super::Suspicion>,
 }
 
 /// The actions that start a fault window.
@@ -222,6 +225,7 @@ const INJECTING: &[&str] = &["kill", "stop", "restart"];
 struct Fold {
     row: KindRow,
     hist: Summary,
+    answered: super::ok_timers::Acc,
 }
 
 impl Fold {
@@ -242,6 +246,14 @@ impl Fold {
         if in_window {
             k.in_fault_windows += 1;
         }
+        self.answered.add(
+            r.outcome,
+            r.status,
+            r.start_s,
+            r.duration_s,
+            r.end_s,
+            r.connect_s,
+        );
         match r.outcome {
             Outcome::Ok => {
                 k.ok += 1;
@@ -270,6 +282,7 @@ struct Req<'a> {
     scheduled_s: Option<f64>,
     status: Option<u16>,
     outcome: &'a Outcome,
+    connect_s: Option<f64>,
 }
 
 /// The soak analysis from the run's lifecycle records (`recs`) and its requests streamed once
@@ -342,12 +355,14 @@ pub fn analyze_soak(
             outcome,
             status,
             scheduled_s,
+            connect_s,
             ..
         } = &r.event
         else {
             continue;
         };
         let req = Req {
+            connect_s: *connect_s,
             start_s: *start_s,
             end_s: r.t_s,
             duration_s: *duration_s,
@@ -371,6 +386,23 @@ pub fn analyze_soak(
             })
             .add(&req, hit.is_some());
         totals.add(&req, hit.is_some());
+    }
+    let flags: Vec<_> = settings
+        .timers_s
+        .iter()
+        .map(|&t| (t, super::timers::TimerSource::Flag))
+        .collect();
+    let timers = super::ok_timers::candidates(recs, &flags);
+    let mut suspicions = Vec::new();
+    for (name, f) in &kinds {
+        let what = format!("soak kind {name}");
+        suspicions.extend(super::ok_timers::suspicions(
+            &what,
+            name,
+            &f.answered,
+            &timers,
+            end_s,
+        ));
     }
     let kinds: Vec<KindRow> = kinds.into_values().map(Fold::done).collect();
     let mut totals = totals.done();
@@ -522,7 +554,7 @@ pub fn analyze_soak(
         }
     }
     let m = &resources.memory_trend;
-    if m.class == TrendClass::Growth {
+    if m.class == TrendClass::Growth && refused.is_none() {
         reasons.push(format!(
             "server memory grows: {}{}",
             m.detail,
@@ -628,6 +660,7 @@ pub fn analyze_soak(
         injected,
         restarts,
         warnings,
+        suspicions,
     })
 }
 
@@ -885,6 +918,9 @@ mod tests {
                 detail: None,
                 body_bytes: None,
                 body_cut: false,
+                connect_s: None,
+                headers_s: None,
+                handshake_s: None,
             },
         )
     }
@@ -949,6 +985,27 @@ mod tests {
     }
 
     const MB: u64 = 1 << 20;
+
+    #[test]
+    fn a_kind_answered_by_a_timer_is_named_and_a_steady_kind_is_not() {
+        let mut ev = vec![(0.0, settings(40.0)), interval(0.0, 0, 0)];
+        for i in 0..16 {
+            let d = if i % 4 == 3 { 2.004 } else { 0.005 };
+            ev.push(req("search", 0.1 + i as f64 * 2.1, d, Outcome::Ok, None));
+            ev.push(req("embed", 0.2 + i as f64 * 2.1, 0.005, Outcome::Ok, None));
+        }
+        ev.push(interval(40.0, 1, 32));
+        ev.push(end(false, "done"));
+        let s = run(ev).suspicions;
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(
+            s[0].detail.starts_with(
+                "soak kind search: 4 of 16 ok requests took 2.00 s while the rest took ~5.0 ms: a 2 s timer answered them"
+            ),
+            "{}",
+            s[0].detail
+        );
+    }
 
     #[test]
     fn rejections_are_counted_apart_and_do_not_fail_the_verdict() {

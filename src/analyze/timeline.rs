@@ -19,6 +19,7 @@ pub struct Entry {
 }
 
 pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
+    let mcp = super::mcp_pings(recs);
     let age_of = |pid: u32, t: f64| {
         lives
             .iter()
@@ -26,6 +27,17 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
             .find(|l| l.pid == pid && l.spawn_t_s <= t)
             .map(|l| t - l.spawn_t_s)
     };
+    // Open-loop levels are named by their rate, not their in-flight cap.
+    let rates: std::collections::BTreeMap<u32, f64> = recs
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::RateLevel {
+                index, rate_per_s, ..
+            } => Some((*index, *rate_per_s)),
+            _ => None,
+        })
+        .collect();
+    let name = |index: &u32, n: &u32| crate::journal::level_name(*n, rates.get(index).copied());
     let mut out = Vec::new();
     for r in recs {
         let t = r.t_s;
@@ -58,7 +70,8 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
             } => (
                 *pid,
                 format!(
-                    "[{label}] {stream}: {line}{}",
+                    "[{label}] {stream}: {}{}",
+                    crate::journal::logline::shown(line),
                     if *truncated { " …(truncated)" } else { "" }
                 ),
                 "warn",
@@ -107,21 +120,45 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
                 "warn",
             ),
             Event::Leak { pid, detail } => (Some(*pid), detail.clone(), "warn"),
+            Event::Helpers {
+                command,
+                count,
+                lived_min_s,
+                lived_median_s,
+                lived_max_s,
+                ends,
+                ..
+            } => (
+                None,
+                helpers_words(
+                    command,
+                    *count,
+                    [*lived_min_s, *lived_median_s, *lived_max_s],
+                    ends,
+                ),
+                if ends.keys().all(|e| e == "exit 0" || e == "unknown") {
+                    "info"
+                } else {
+                    "warn"
+                },
+            ),
             Event::Ready {
                 ok,
                 waited_s,
                 url,
                 detail,
+                ..
             } => (
                 None,
                 if *ok {
-                    format!("ready: {url} answered 200 after {}", secs(*waited_s))
+                    let said = if mcp { "answered" } else { "answered 200" };
+                    format!("ready: {url} {said} after {}", secs(*waited_s))
                 } else {
-                    format!(
-                        "never ready: {url} {} after {}",
-                        detail.as_deref().unwrap_or("did not answer 200"),
-                        secs(*waited_s)
-                    )
+                    // The reason is the refusal's, said once there (journals from before kept it here).
+                    match detail {
+                        Some(d) => format!("never ready: {url} {d} after {}", secs(*waited_s)),
+                        None => format!("never ready: {url} after {}", secs(*waited_s)),
+                    }
                 },
                 if *ok { "info" } else { "bad" },
             ),
@@ -130,20 +167,25 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
                 pid,
                 detail,
             } => (Some(*pid), fault_words(action, detail), "warn"),
-            Event::Note { level, text } if level != "info" => (None, text.clone(), "warn"),
+            // A refusal is the report's REFUSED line: said once, there.
+            Event::Note { level, text } if level != "info" && level != "refused" => {
+                (None, text.clone(), "warn")
+            }
             Event::LevelStart {
+                index,
                 concurrency,
                 skipped,
                 ..
             } => (
                 None,
                 match skipped {
-                    Some(why) => format!("level {concurrency} skipped: {why}"),
-                    None => format!("level {concurrency} begins"),
+                    Some(why) => format!("level {} skipped: {why}", name(index, concurrency)),
+                    None => format!("level {} begins", name(index, concurrency)),
                 },
                 if skipped.is_some() { "bad" } else { "info" },
             ),
             Event::LevelEnd {
+                index,
                 concurrency,
                 health,
                 stopped,
@@ -153,11 +195,16 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
                 None,
                 match stopped {
                     Some(why) => format!(
-                        "level {concurrency} ends early: {why} ({} requests not sent); health after: {}",
+                        "level {} ends early: {why} ({} requests not sent); health after: {}",
+                        name(index, concurrency),
                         not_sent.unwrap_or(0),
-                        health.text()
+                        health.said(mcp)
                     ),
-                    None => format!("level {concurrency} ends; health after: {}", health.text()),
+                    None => format!(
+                        "level {} ends; health after: {}",
+                        name(index, concurrency),
+                        health.said(mcp)
+                    ),
                 },
                 if health.healthy() { "info" } else { "bad" },
             ),
@@ -191,5 +238,73 @@ pub fn fault_words(action: &str, detail: &str) -> String {
     match action {
         "recovered" | "cont" => format!("fault {action}: {detail}"),
         _ => format!("INJECTED {action}: {detail}"),
+    }
+}
+
+/// One command's helpers in one line: "git cat-file --batch-check: 695 helpers, lived 3–40 ms
+/// (median 9 ms), all exited 0".
+pub fn helpers_words(
+    command: &str,
+    count: u64,
+    [min, median, max]: [f64; 3],
+    ends: &std::collections::BTreeMap<String, u64>,
+) -> String {
+    let ms = |s: f64| {
+        let ms = s * 1e3;
+        if ms < 10.0 {
+            format!("{ms:.1}")
+        } else {
+            format!("{ms:.0}")
+        }
+    };
+    let lived = if max < 1.0 {
+        format!("{}–{} ms (median {} ms)", ms(min), ms(max), ms(median))
+    } else {
+        format!("{}–{} (median {})", secs(min), secs(max), secs(median))
+    };
+    let ended = match ends.len() {
+        0 => String::new(),
+        1 => {
+            let end = ends.keys().next().expect("one end");
+            match end.strip_prefix("exit ") {
+                Some(c) => format!(", all exited {c}"),
+                None if end == "unknown" => ", how they ended unknown".to_string(),
+                None => format!(", all killed by {end}"),
+            }
+        }
+        _ => {
+            let mut by: Vec<(&String, &u64)> = ends.iter().collect();
+            by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let said: Vec<String> = by.iter().map(|(e, n)| format!("{e} ×{n}")).collect();
+            format!(", ended {}", said.join(", "))
+        }
+    };
+    let noun = if count == 1 { "helper" } else { "helpers" };
+    format!("{command}: {count} {noun}, lived {lived}{ended}")
+}
+
+#[cfg(test)]
+mod helper_tests {
+    use super::*;
+
+    #[test]
+    fn a_commands_helpers_in_one_line() {
+        let ends = [("exit 0".to_string(), 695)].into_iter().collect();
+        assert_eq!(
+            helpers_words(
+                "git cat-file --batch-check",
+                695,
+                [0.003, 0.009, 0.040],
+                &ends
+            ),
+            "git cat-file --batch-check: 695 helpers, lived 3.0–40 ms (median 9.0 ms), all exited 0"
+        );
+        let ends = [("exit 0".to_string(), 9), ("SIGKILL".to_string(), 1)]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            helpers_words("true", 10, [0.002, 0.002, 0.011], &ends),
+            "true: 10 helpers, lived 2.0–11 ms (median 2.0 ms), ended exit 0 ×9, SIGKILL ×1"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! Round-number timers: a process lifetime or a request duration that ends just at 30, 60, 90 s (or a
-//! timer the user or a log line named) is more likely a timer firing than work finishing. The seed:
+//! timer the user or a log line named) is more likely a timer firing than work finishing. The 85-second story:
 //! "85 s" under a 90 s watchdog armed at process start.
 
 use serde::Serialize;
@@ -31,6 +31,8 @@ pub enum TimerSource {
     CommandLine(String),
     /// Nobody named it: failed requests clustered at one value.
     Cluster,
+    /// One of TCP's own timers, by name ("initial SYN retransmission timeout", "delayed ACK").
+    Tcp(String),
 }
 
 impl TimerSource {
@@ -43,6 +45,7 @@ impl TimerSource {
             TimerSource::Round => format!("the round-number {t} timer"),
             TimerSource::CommandLine(a) => format!("the {t} timer in its command line '{a}'"),
             TimerSource::Cluster => format!("a {t} timer nobody named"),
+            TimerSource::Tcp(name) => format!("TCP's {t} {name}"),
         }
     }
 }
@@ -71,6 +74,22 @@ mod tests {
         assert!(timer_at(85.0, &[]).is_none());
         assert!(timer_at(0.2, &[]).is_none());
         assert!(timer_at(7.5, &[]).is_none());
+    }
+
+    #[test]
+    fn the_closest_of_two_named_timers_wins() {
+        // Both within tolerance (0.5 s) of each value: the nearer one is the timer, whichever
+        // side of the value it sits on.
+        let named = [
+            (2.0, TimerSource::Flag),
+            (2.5, TimerSource::CommandLine("--timeout 2.5".into())),
+        ];
+        assert_eq!(timer_at(2.1, &named).unwrap(), (2.0, TimerSource::Flag));
+        assert_eq!(timer_at(2.4, &named).unwrap().0, 2.5);
+        let reversed = [named[1].clone(), named[0].clone()];
+        assert_eq!(timer_at(2.1, &reversed).unwrap().0, 2.0);
+        assert_eq!(timer_at(2.4, &reversed).unwrap().0, 2.5);
+        assert_eq!(timer_at(2.6, &reversed).unwrap().0, 2.5);
     }
 
     #[test]

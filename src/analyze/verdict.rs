@@ -1,6 +1,6 @@
 //! The load ladder's verdicts, computed from the journal alone: per level, the outcome counts, latency
 //! over `ok` requests only (a failed request's duration is "time to give up", kept apart), health
-//! before and after, whether the server restarted, and the seed's pass rule:
+//! before and after, whether the server restarted, and the pass rule:
 //!
 //! every non-rejected request ok, health after 200, no restart, and
 //! max ok duration ≤ n × (per-request max at the lowest level) × factor (+ a small slack, 50 ms by
@@ -8,11 +8,13 @@
 //!
 //! Each failed request is annotated with what happened to the server while it was in flight.
 
+use super::{Subject, SuspicionKind};
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::inflight::Happenings;
+use super::ok_timers;
 use super::stats::{Latency, Summary};
 use super::timers::{timer_at, TimerSource};
 use super::{ProcessLife, Suspicion};
@@ -45,7 +47,7 @@ pub struct LevelRow {
     /// "pass", "fail" or "skipped".
     pub verdict: String,
     pub counts: Counts,
-    /// The longest request of any outcome (the seed's `max`).
+    /// The longest request of any outcome (the `max` column of the harness that printed 85 s).
     pub max_s: Option<f64>,
     /// Over ok requests only.
     pub latency: Option<Latency>,
@@ -54,7 +56,13 @@ pub struct LevelRow {
     pub errors_by_kind: BTreeMap<String, u64>,
     pub health_before: Probe,
     pub health_after: Option<Probe>,
+    /// A new process or container took over during the level (a spawn, or a new identity after an
+    /// exit): never said of a death with nothing after it.
     pub restarted: bool,
+    /// The server died during the level and nothing took over: what ended it, in the lifecycle's
+    /// words ("pid 7 was killed by SIGKILL (exit 137)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub died: Option<String>,
     pub identity_before: Option<Identity>,
     pub identity_after: Option<Identity>,
     pub reasons: Vec<String>,
@@ -71,6 +79,26 @@ pub struct LevelRow {
     /// Why the level stopped sending early, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// How long refused requests took to be refused: kept, never latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_refuse: Option<Latency>,
+    /// Health was an MCP ping: an answer is "answered", not a status.
+    #[serde(skip)]
+    pub mcp_ping: bool,
+    /// The phases of its requests (connect, headers, body), where the protocol journals them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<super::tcp_timers::Phases>,
+    /// The most connections to the server witness itself held at once during the level (its
+    /// workers' and any probe's); None over stdio and in journals from before it was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<u32>,
+    /// What HTTP the level spoke (HTTP/1.1, over TLS or not; HTTP/2 and its connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// An open-loop level (`--rates`): its rate, how well witness kept its schedule, and the rate
+    /// the server served. Its latency counts from each request's intended send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<super::rate::RateRow>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -87,6 +115,137 @@ pub struct FailedRequest {
     pub detail: Option<String>,
 }
 
+/// A failed exchange as the views list it: a level's failed request, a call wrap saw fail.
+pub trait Failure {
+    fn id(&self) -> u64;
+    fn duration_s(&self) -> f64;
+    /// The outcome in words ("closed before response", "connection closed").
+    fn outcome(&self) -> &str;
+    /// What happened to the server meanwhile.
+    fn annotation(&self) -> &str;
+    /// What the server said, when it said something.
+    fn detail(&self) -> Option<&str>;
+}
+
+impl Failure for FailedRequest {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn duration_s(&self) -> f64 {
+        self.duration_s
+    }
+    fn outcome(&self) -> &str {
+        &self.outcome
+    }
+    fn annotation(&self) -> &str {
+        &self.annotation
+    }
+    fn detail(&self) -> Option<&str> {
+        self.detail.as_deref()
+    }
+}
+
+/// Failures that say the same thing, for the views that list them (the JSON keeps each): the same
+/// outcome, the same detail and the same annotation once its "0.02 s before this request failed"
+/// is set aside (that part differs per request while the event is one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailureGroup<'a, F = FailedRequest> {
+    pub first: &'a F,
+    pub ids: Vec<u64>,
+    pub min_s: f64,
+    pub max_s: f64,
+}
+
+impl<F: Failure> FailureGroup<'_, F> {
+    /// "request 8 error: closed before response after 3.96s: …" or
+    /// "requests 8–12 (5) error: closed before response after 3.95–3.96s: …".
+    pub fn words(&self) -> String {
+        self.words_as("request", "requests", "")
+    }
+
+    /// The same, naming what failed (`one`, `many`: "call", "calls") and, after the ids, what it
+    /// was (`what`: " tools/call echo:"; empty for a level's requests).
+    pub fn words_as(&self, one: &str, many: &str, what: &str) -> String {
+        let f = self.first;
+        if self.ids.len() == 1 {
+            return format!(
+                "{one} {}{what} {} after {:.2}s: {}",
+                f.id(),
+                f.outcome(),
+                f.duration_s(),
+                f.annotation()
+            );
+        }
+        let (lo, hi) = (self.ids[0], self.ids[self.ids.len() - 1]);
+        let took = if self.max_s - self.min_s < 0.005 {
+            format!("{:.2}s", self.min_s)
+        } else {
+            format!("{:.2}–{:.2}s", self.min_s, self.max_s)
+        };
+        let (said, when) = apart_from_when(f.annotation());
+        let when = if when.is_some() {
+            " as they failed"
+        } else {
+            ""
+        };
+        format!(
+            "{many} {lo}–{hi} ({}){what} {} after {took}: {said}{when}",
+            self.ids.len(),
+            f.outcome()
+        )
+    }
+}
+
+/// The annotation without its per-request "N.NN s before/after this request failed", and that part.
+fn apart_from_when(a: &str) -> (String, Option<&str>) {
+    for end in [
+        " s before this request failed",
+        " s after this request failed",
+    ] {
+        if let Some(i) = a.find(end) {
+            let num = a[..i].rfind(' ').map_or(0, |j| j + 1);
+            if a[num..i].parse::<f64>().is_ok() {
+                let when = &a[num.saturating_sub(1)..i + end.len()];
+                return (
+                    format!("{}{}", &a[..num.saturating_sub(1)], &a[i + end.len()..]),
+                    Some(when),
+                );
+            }
+        }
+    }
+    (a.to_string(), None)
+}
+
+/// [`FailureGroup`]s in the order their first request (or call) failed.
+pub fn group_failures<F: Failure>(failures: &[F]) -> Vec<FailureGroup<'_, F>> {
+    let mut groups: Vec<(String, FailureGroup<F>)> = Vec::new();
+    for f in failures {
+        let key = format!(
+            "{}\u{0}{}\u{0}{}",
+            f.outcome(),
+            apart_from_when(f.annotation()).0,
+            f.detail().unwrap_or("")
+        );
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => {
+                g.ids.push(f.id());
+                g.min_s = g.min_s.min(f.duration_s());
+                g.max_s = g.max_s.max(f.duration_s());
+            }
+            None => groups.push((
+                key,
+                FailureGroup {
+                    first: f,
+                    ids: vec![f.id()],
+                    min_s: f.duration_s(),
+                    max_s: f.duration_s(),
+                },
+            )),
+        }
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
+}
+
 /// The connect floor, as measured before any level.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FloorRow {
@@ -96,6 +255,9 @@ pub struct FloorRow {
     pub limit_ms: f64,
     pub addrs: Vec<crate::journal::AddrFloor>,
     pub advice: Option<String>,
+    /// https: the median TLS handshake after a connect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handshake_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -111,6 +273,13 @@ pub struct LoadAnalysis {
     pub levels: Vec<LevelRow>,
     /// The planned concurrencies that never started (the run stopped first).
     pub levels_not_run: Vec<u32>,
+    /// Rate levels (`--rates`) planned but never started (witness was stopped first).
+    pub rates_not_run: Vec<f64>,
+    /// How many connections witness itself held at most, in words (see [`held_words`]).
+    pub held: Option<String>,
+    /// `--find-limit`: what the search found (see [`super::open::limit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<super::rate::Limit>,
 }
 
 /// At most this many failed requests are annotated per level in the report.
@@ -137,6 +306,14 @@ pub struct LoadAcc<'a> {
     failed_durations: BTreeMap<u32, Summary>,
     /// The server's first refusal per level, in its own words (status and the start of the body).
     refusals: BTreeMap<u32, String>,
+    /// What each level answered, for the timers in its answers ([`ok_timers`]).
+    answered: BTreeMap<u32, ok_timers::Acc>,
+    timers: Vec<(f64, TimerSource)>,
+    /// MCP over stdio: there are no connects to speak of.
+    stdio: bool,
+    mcp: bool,
+    /// The requests' phases and TCP's timers in them.
+    tcp: super::tcp_timers::Acc,
 }
 
 impl<'a> LoadAcc<'a> {
@@ -159,8 +336,10 @@ impl<'a> LoadAcc<'a> {
                     median_ms,
                     limit_ms,
                     advice,
+                    handshake_ms,
                 } => {
                     floor = Some(FloorRow {
+                        handshake_ms: *handshake_ms,
                         host: host.clone(),
                         port: *port,
                         median_ms: *median_ms,
@@ -194,6 +373,7 @@ impl<'a> LoadAcc<'a> {
                     health_before: health.clone(),
                     health_after: None,
                     restarted: false,
+                    died: None,
                     identity_before: identity.clone(),
                     identity_after: None,
                     reasons: skipped.iter().cloned().collect(),
@@ -203,16 +383,31 @@ impl<'a> LoadAcc<'a> {
                     failures: vec![],
                     notes: vec![],
                     stopped: None,
+                    time_to_refuse: None,
+                    mcp_ping: false,
+                    phases: None,
+                    held: None,
+                    protocol: None,
+                    rate: None,
                 }),
+                Event::RateLevel { index, .. } => {
+                    if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
+                        l.rate = super::rate::RateRow::new(&r.event);
+                    }
+                }
                 Event::LevelEnd {
                     index,
                     health,
                     identity,
                     stopped,
                     not_sent,
+                    held,
+                    protocol,
                     ..
                 } => {
                     if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
+                        l.held = *held;
+                        l.protocol = protocol.clone();
                         l.stopped = stopped.clone();
                         l.counts.not_sent = not_sent.unwrap_or(0);
                         l.health_after = Some(health.clone());
@@ -236,6 +431,11 @@ impl<'a> LoadAcc<'a> {
             ok_durations: BTreeMap::new(),
             failed_durations: BTreeMap::new(),
             refusals: BTreeMap::new(),
+            answered: BTreeMap::new(),
+            timers: ok_timers::candidates(recs, named),
+            stdio: mcp_transport(recs).as_deref() == Some("stdio"),
+            mcp: mcp_transport(recs).is_some(),
+            tcp: super::tcp_timers::Acc::new(recs),
         }
     }
 
@@ -249,6 +449,7 @@ impl<'a> LoadAcc<'a> {
             duration_s,
             outcome,
             detail,
+            scheduled_s,
             ..
         } = &r.event
         else {
@@ -260,6 +461,14 @@ impl<'a> LoadAcc<'a> {
         let Some(l) = self.levels.iter_mut().rev().find(|l| l.index == index) else {
             return;
         };
+        if let Some(rate) = l.rate.as_mut() {
+            rate.request(r);
+        }
+        self.answered.entry(index).or_default().request(r);
+        self.tcp.request(index, r);
+        if outcome.is_answer() {
+            self.seen.answered(r.t_s);
+        }
         l.max_s = Some(l.max_s.unwrap_or(0.0).max(*duration_s));
         if let Outcome::Error {
             error: crate::journal::ErrorKind::Interrupted,
@@ -273,10 +482,15 @@ impl<'a> LoadAcc<'a> {
         match outcome {
             Outcome::Ok => {
                 l.counts.ok += 1;
+                // An open-loop request's latency counts from when it was meant to go.
                 self.ok_durations
                     .entry(index)
                     .or_default()
-                    .record(*duration_s);
+                    .record(crate::journal::latency_s(
+                        *start_s,
+                        *duration_s,
+                        *scheduled_s,
+                    ));
             }
             Outcome::Rejected { reason, .. } => {
                 l.counts.rejected += 1;
@@ -358,8 +572,28 @@ impl<'a> LoadAcc<'a> {
             ok_durations,
             failed_durations,
             refusals,
+            answered,
+            timers,
+            stdio,
+            mcp,
+            tcp,
             ..
         } = self;
+        let of: Vec<super::tcp_timers::LevelOf> = levels
+            .iter()
+            .map(|r| super::tcp_timers::LevelOf {
+                index: r.index,
+                concurrency: r.concurrency,
+                end_t_s: r.end_t_s,
+            })
+            .collect();
+        let (phases, more) = tcp.finish(&of);
+        for (index, p) in phases {
+            if let Some(r) = levels.iter_mut().rev().find(|r| r.index == index) {
+                r.phases = Some(p);
+            }
+        }
+        suspicions.extend(more);
         let mut health: Vec<f64> = recs
             .iter()
             .filter_map(|r| match &r.event {
@@ -378,13 +612,50 @@ impl<'a> LoadAcc<'a> {
                     (Some(_), None) => true,
                     _ => false,
                 };
-                let lifecycle = lives.iter().any(|p| {
-                    (p.spawn_t_s > l.start_t_s && p.spawn_t_s <= end)
-                        || p.exit_t_s.is_some_and(|x| x >= l.start_t_s && x <= end)
+                // Restarted only when a new process took over: one spawned during the level, or
+                // after an exit in it. An exit with nothing after it is a death.
+                let spawned = lives
+                    .iter()
+                    .any(|p| p.spawn_t_s > l.start_t_s && p.spawn_t_s <= end);
+                let exit = lives
+                    .iter()
+                    .filter(|p| p.exit_t_s.is_some_and(|x| x >= l.start_t_s && x <= end))
+                    .max_by(|a, b| {
+                        a.exit_t_s
+                            .unwrap_or(0.0)
+                            .total_cmp(&b.exit_t_s.unwrap_or(0.0))
+                    });
+                let took_over = exit.is_some_and(|x| {
+                    let at = x.exit_t_s.unwrap_or(end);
+                    lives.iter().any(|p| p.spawn_t_s >= at)
                 });
-                l.restarted = changed || lifecycle;
-                // No identity is no evidence: a level is never clean unless witness saw who served it.
+                let replaced = matches!(
+                    (&l.identity_before, &l.identity_after),
+                    (Some(a), Some(b)) if a != b
+                );
+                l.restarted = spawned || took_over || replaced;
                 if !l.restarted {
+                    l.died = match exit {
+                        Some(x) => Some(format!("pid {} {}", x.pid, exit_words(x))),
+                        None if changed => Some("nothing listens any more".into()),
+                        None => None,
+                    };
+                }
+                let knows_more = |x: &&ProcessLife| x.oom_killed || x.signal.is_some();
+                if let (Some(why), Some(x)) =
+                    (&l.stopped, exit.filter(|_| !l.restarted).filter(knows_more))
+                {
+                    // The ladder knew only the status; the lifecycle knows how it ended.
+                    if why.starts_with("the server died (exit status") {
+                        l.stopped = Some(format!(
+                            "the server died (pid {} {}) and nothing restarts it: the level stopped sending",
+                            x.pid,
+                            exit_words(x)
+                        ));
+                    }
+                }
+                // No identity is no evidence: a level is never clean unless witness saw who served it.
+                if !l.restarted && l.died.is_none() {
                     l.identity_unread = match (&l.identity_before, &l.identity_after) {
                         (None, _) => Some("before the level".into()),
                         (_, None) => Some("after the level".into()),
@@ -395,24 +666,62 @@ impl<'a> LoadAcc<'a> {
             let outside = Outside {
                 health_s: health_median,
                 floor_s: floor.as_ref().and_then(|f| f.median_ms).map(|m| m / 1000.0),
+                stdio,
             };
             match cluster_suspicion(l, ok_durations.get(&l.index), named, outside) {
                 Some(Constant::Alarm(s)) => suspicions.push(s),
                 Some(Constant::Note(n)) => l.notes.push(n),
                 None => {}
             }
+            l.mcp_ping = mcp;
+            if let Some(a) = answered.get(&l.index) {
+                let t = l.end_t_s.unwrap_or(l.start_t_s);
+                let what = format!("level {}", l.concurrency);
+                let group = group_of_level(l.index);
+                suspicions.extend(ok_timers::suspicions(&what, &group, a, &timers, t));
+                l.time_to_refuse = a.refusals().latency();
+            }
         }
 
         // The cliff rule's base: the per-request max at the lowest level that ran cleanly.
         let base = levels
             .iter()
-            .filter(|l| l.verdict == "pending" && l.latency.is_some())
+            .filter(|l| l.verdict == "pending" && l.latency.is_some() && l.rate.is_none())
             .min_by_key(|l| l.concurrency)
             .map(|l| {
                 l.latency.as_ref().map(|x| x.max).unwrap_or(0.0) / l.concurrency.max(1) as f64
             });
         for l in levels.iter_mut() {
             if l.verdict == "skipped" {
+                // The ladder knew only the status of a server gone for good; the lifecycle knows
+                // how it ended.
+                let last = lives
+                    .iter()
+                    .filter(|p| p.exit_t_s.is_some_and(|x| x <= l.start_t_s))
+                    .max_by(|a, b| {
+                        a.exit_t_s
+                            .unwrap_or(0.0)
+                            .total_cmp(&b.exit_t_s.unwrap_or(0.0))
+                    });
+                let gone = |x: &&ProcessLife| {
+                    (x.oom_killed || x.signal.is_some())
+                        && !lives
+                            .iter()
+                            .any(|p| p.spawn_t_s >= x.exit_t_s.unwrap_or(0.0))
+                };
+                if let Some(x) = last.filter(gone) {
+                    for r in l.reasons.iter_mut() {
+                        if let Some(rest) = r.strip_prefix("the server died (exit status ") {
+                            if let Some((_, tail)) = rest.split_once(')') {
+                                *r = format!(
+                                    "the server died (pid {} {}){tail}",
+                                    x.pid,
+                                    exit_words(x)
+                                );
+                            }
+                        }
+                    }
+                }
                 continue;
             }
             let mut reasons = Vec::new();
@@ -434,6 +743,11 @@ impl<'a> LoadAcc<'a> {
                     why,
                     plural(l.counts.not_sent, "request")
                 ));
+            } else if l.counts.not_sent > 0 {
+                l.notes.push(format!(
+                    "{} not sent: the server was restarting when the level's time ran out (a request waits for the new process, never timed against none)",
+                    plural(l.counts.not_sent, "request")
+                ));
             }
             if l.counts.ok
                 + l.counts.timeout
@@ -447,9 +761,16 @@ impl<'a> LoadAcc<'a> {
                 // Refusing work is correct under overload, but a level that served nothing measured
                 // nothing: it is not a pass.
                 let why = refusals.get(&l.index).cloned().unwrap_or_default();
-                reasons.push(format!(
-                    "served nothing: the server refused every request ({why})"
-                ));
+                // Refusals that took as long as a timer are a timer inside the server answering.
+                match answered
+                    .get(&l.index)
+                    .and_then(|a| ok_timers::refusal_timer(a, &timers))
+                {
+                    Some(t) => reasons.push(format!("served nothing: {}", t.words())),
+                    None => reasons.push(format!(
+                        "served nothing: the server refused every request ({why})"
+                    )),
+                }
             }
             match &l.health_after {
                 Some(h) if !h.healthy() => reasons.push(format!("health after: {}", h.text())),
@@ -458,13 +779,19 @@ impl<'a> LoadAcc<'a> {
             }
             if l.restarted {
                 reasons.insert(0, "restarted".into());
+            } else if let Some(d) = l.died.as_ref().filter(|_| l.stopped.is_none()) {
+                // A stopped level already says the death in its reason.
+                reasons.insert(0, format!("the server died: {d}; nothing restarted it"));
             }
             if let Some(when) = &l.identity_unread {
                 reasons.push(format!(
                     "identity could not be read {when}: a restart cannot be ruled out"
                 ));
             }
-            if let (Some(b), Some(lat)) = (base, &l.latency) {
+            if let Some(rate) = l.rate.as_mut() {
+                reasons.extend(rate.finish(l.counts.ok, l.counts.not_sent));
+            }
+            if let (Some(b), Some(lat), None) = (base, &l.latency, &l.rate) {
                 let allowed = l.concurrency as f64 * b * factor + slack_s;
                 if lat.max > allowed * (1.0 + 1e-9) {
                     reasons.push(format!(
@@ -480,7 +807,18 @@ impl<'a> LoadAcc<'a> {
             }
             l.verdict = if reasons.is_empty() { "pass" } else { "fail" }.into();
             l.reasons = reasons;
+            // Said whatever the verdict: a level that refused most of its work measured little.
+            if l.counts.ok > 0 {
+                l.reasons
+                    .extend(answered.get(&l.index).and_then(ok_timers::refused_most));
+            }
         }
+        let served: Vec<(u32, &ok_timers::Acc)> = levels
+            .iter()
+            .filter_map(|l| Some((l.concurrency, answered.get(&l.index)?)))
+            .collect();
+        let last = levels.iter().filter_map(|l| l.end_t_s).fold(0.0, f64::max);
+        suspicions.extend(ok_timers::rate_limit(&served, last));
         let verdict = if refused.is_some() {
             "refused"
         } else if !levels.is_empty() && levels.iter().all(|l| l.verdict == "pass") {
@@ -495,12 +833,54 @@ impl<'a> LoadAcc<'a> {
                 floor,
                 refused,
                 ready,
+                held: held_words(&levels),
                 levels,
                 levels_not_run: Vec::new(),
+                rates_not_run: Vec::new(),
+                limit: None,
             },
             suspicions,
         )
     }
+}
+
+/// The most connections witness itself held to the server at once over the ladder, in words; a
+/// level where it held more than its workers is said as such (witness took what the load needed).
+pub fn held_words(levels: &[LevelRow]) -> Option<String> {
+    let over = levels
+        .iter()
+        .filter(|l| l.rate.is_none())
+        .filter_map(|l| Some((l.held?, l.concurrency)))
+        .filter(|(h, n)| h > n)
+        .max_by_key(|(h, n)| (h - n, *n));
+    if let Some((h, n)) = over {
+        return Some(format!(
+            "witness itself held {} to the server at level n={n}, {} more than its {}: the server spent them on witness, not on the load",
+            plural(h as u64, "connection"),
+            h - n,
+            plural(n as u64, "worker")
+        ));
+    }
+    let (h, n, rate) = levels
+        .iter()
+        .filter_map(|l| {
+            Some((
+                l.held?,
+                l.concurrency,
+                l.rate.as_ref().map(|r| r.rate_per_s),
+            ))
+        })
+        .max_by_key(|(h, n, _)| (*h, std::cmp::Reverse(*n)))?;
+    let (whose, n) = match rate {
+        // An open-loop level's connections are as many as its sends needed, up to its cap.
+        Some(r) => (String::new(), crate::journal::rate_words(r)),
+        None if h == n => (": one per worker".into(), format!("n={n}")),
+        None => (String::new(), format!("n={n}")),
+    };
+    Some(format!(
+        "witness itself held at most {} to the server at once (level {n}{whose}; its health probe's connection is closed during each level)",
+        plural(h as u64, "connection")
+    ))
 }
 
 /// A failed request that ended just at a timer while the server process died: the harness timed the
@@ -527,12 +907,13 @@ pub fn request_at_timer(
     let (t, src) = timer_at(duration_s, &timers)
         .filter(|(t, src)| duration_s <= t + 0.05 && (*src != TimerSource::Round || *t >= 5.0))?;
     Some(Suspicion {
-        kind: "round_timer".into(),
-        subject: "request".into(),
+        kind: SuspicionKind::RoundTimer,
+        subject: Subject::Request,
         seconds: duration_s,
         timer_s: t,
         t_s: end,
         pid: Some(life.pid),
+        group: None,
         detail: format!(
             "{what} ended after {duration_s:.2} s — at {} while pid {} exited: the harness measured the timer, not the server",
             src.describe(t),
@@ -546,7 +927,7 @@ pub fn request_at_timer(
 /// no end record): a level cut short is "interrupted" unless it already failed, the planned levels
 /// that never started are listed, and the run's verdict is never "pass" — "fail" if a finished level
 /// failed, else "interrupted" (a signal) or "partial".
-pub fn stopped_early(load: &mut LoadAnalysis, planned: &[u32], stop: Option<&str>) {
+pub fn stopped_early(load: &mut LoadAnalysis, planned: &[u32], rates: &[f64], stop: Option<&str>) {
     const UNFINISHED: &str = "level did not finish (no health after)";
     for l in load.levels.iter_mut() {
         if l.end_t_s.is_none() && l.verdict != "skipped" {
@@ -566,6 +947,12 @@ pub fn stopped_early(load: &mut LoadAnalysis, planned: &[u32], stop: Option<&str
         .enumerate()
         .filter(|(i, _)| !started.contains(&(*i as u32)))
         .map(|(_, &n)| n)
+        .collect();
+    load.rates_not_run = rates
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !started.contains(&(*i as u32)))
+        .map(|(_, &r)| r)
         .collect();
     if load.verdict == "refused" {
         return;
@@ -703,6 +1090,36 @@ fn what_happened<'a>(
             );
         }
     }
+    // Sent after a restart, before the new process had answered anything: it was still starting
+    // (a container's port is published before the program in it listens, a process binds late).
+    if let Some(h) = seen.filter(|_| !outcome.is_answer()) {
+        let new = lives
+            .iter()
+            .filter(|l| l.spawn_t_s <= start)
+            .max_by(|a, b| a.spawn_t_s.total_cmp(&b.spawn_t_s));
+        let old = new.and_then(|n| {
+            lives
+                .iter()
+                .filter(|l| l.exit_t_s.is_some_and(|x| x <= n.spawn_t_s + 0.001))
+                .max_by(|a, b| a.exit_t_s.unwrap().total_cmp(&b.exit_t_s.unwrap()))
+        });
+        if let (Some(new), Some(old)) = (new, old) {
+            if h.first_answer(new.spawn_t_s).is_none_or(|f| f > start) {
+                return (
+                    format!(
+                        "sent {:.2} s after the server restarted, before the new process had answered anything (it was still starting): pid {} {} at t={:.2}s, pid {} started at t={:.2}s",
+                        start - new.spawn_t_s,
+                        old.pid,
+                        exit_words(old),
+                        old.exit_t_s.unwrap_or(new.spawn_t_s),
+                        new.pid,
+                        new.spawn_t_s
+                    ),
+                    None,
+                );
+            }
+        }
+    }
     let mut seen_now: Vec<String> = recs
         .iter()
         .filter(|r| r.t_s >= start && r.t_s <= end)
@@ -730,7 +1147,7 @@ fn what_happened<'a>(
 
 /// A failure's detail when it is the server's own words (MCP tool and JSON-RPC errors); other
 /// details are witness's account of a transport failure, already in the outcome.
-fn server_words(outcome: &Outcome, detail: &Option<String>) -> Option<String> {
+pub(crate) fn server_words(outcome: &Outcome, detail: &Option<String>) -> Option<String> {
     match outcome {
         Outcome::Error {
             error: ErrorKind::ToolError | ErrorKind::Rpc,
@@ -740,9 +1157,15 @@ fn server_words(outcome: &Outcome, detail: &Option<String>) -> Option<String> {
     }
 }
 
-fn exit_words(l: &ProcessLife) -> String {
-    match l.status {
-        Some(s) if s >= 0 => format!("exited with {s}"),
+/// How a server process ended, in the lifecycle's own words: an OOM kill the engine vouched for and
+/// a signal are said as such (with the shell's exit status beside them), a plain code as the code.
+pub(crate) fn exit_words(l: &ProcessLife) -> String {
+    match (l.status, l.oom_killed, &l.signal) {
+        (Some(s), true, _) => {
+            format!("was killed by the kernel OOM killer (OOMKilled, exit {s})")
+        }
+        (Some(s), false, Some(sig)) => format!("was killed by {sig} (exit {s})"),
+        (Some(s), false, None) if s >= 0 => format!("exited with {s}"),
         _ => l.meaning.clone().unwrap_or_else(|| "exited".into()),
     }
 }
@@ -753,6 +1176,16 @@ fn exit_words(l: &ProcessLife) -> String {
 struct Outside {
     health_s: Option<f64>,
     floor_s: Option<f64>,
+    /// MCP over stdio: no connects, so none to speak of.
+    stdio: bool,
+}
+
+/// The MCP transport a load run used ("stdio", "http"), if it called MCP.
+fn mcp_transport(recs: &[Record]) -> Option<String> {
+    recs.iter().find_map(|r| match &r.event {
+        Event::Settings(s) => s.load.as_ref()?.mcp.as_ref().map(|m| m.transport.clone()),
+        _ => None,
+    })
 }
 
 enum Constant {
@@ -787,23 +1220,28 @@ fn cluster_suspicion(
             x.map(|x| format!("{:.1} ms", x * 1000.0))
                 .unwrap_or_else(|| "unmeasured".into())
         };
+        let connects = if outside.stdio {
+            String::new()
+        } else {
+            format!(" and connects in {}", fmt(outside.floor_s))
+        };
         return Some(Constant::Note(format!(
-            "level {}: {} ok requests all took {:.3}–{:.3} s, no tail, while health probes answered in {} and connects in {}: a fixed delay inside this endpoint",
+            "level {}: {} ok requests all took {:.3}–{:.3} s, no tail, while health probes answered in {}{connects}: a fixed delay inside this endpoint",
             l.concurrency,
             n,
             lat.min,
             lat.max,
             fmt(outside.health_s),
-            fmt(outside.floor_s),
         )));
     }
     Some(Constant::Alarm(Suspicion {
-        kind: "round_timer".into(),
-        subject: "request".into(),
+        kind: SuspicionKind::RoundTimer,
+        subject: Subject::Request,
         seconds: lat.p50,
         timer_s: t,
         t_s: l.end_t_s.unwrap_or(l.start_t_s),
         pid: None,
+        group: None,
         detail: format!(
             "level {}: {} ok requests all took {:.3}–{:.3} s, no tail, at {}, and witness's own probes carry the same constant: a timeout in the client or network (an IPv6 connect falling back?)",
             l.concurrency,
@@ -819,6 +1257,91 @@ fn cluster_suspicion(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_that_say_the_same_are_one_line_with_their_range() {
+        let f = |id: u64, d: f64, when: &str| {
+            FailedRequest {
+            id,
+            start_s: 0.0,
+            end_s: d,
+            duration_s: d,
+            outcome: "error: closed before response".into(),
+            annotation: format!("server pid 7 exited with 124 (after log line 'w') 0.00 s {when} this request failed"),
+            detail: None,
+        }
+        };
+        let mut other = f(13, 1.0, "after");
+        other.annotation = "the server did not exit or restart while it was in flight".into();
+        let all = [
+            f(8, 3.95, "after"),
+            f(9, 3.96, "before"),
+            f(10, 3.95, "after"),
+            other,
+        ];
+        let g = group_failures(&all);
+        assert_eq!(g.len(), 2, "{g:?}");
+        assert_eq!(
+            g[0].words(),
+            "requests 8–10 (3) error: closed before response after 3.95–3.96s: server pid 7 exited with 124 (after log line 'w') as they failed"
+        );
+        assert!(
+            g[1].words().starts_with("request 13 error"),
+            "{}",
+            g[1].words()
+        );
+    }
+
+    #[test]
+    fn the_connections_witness_held_are_said_and_more_than_its_workers_is_named() {
+        let row = |n: u32, held: Option<u32>| {
+            let mut l = LevelRow {
+                index: 0,
+                concurrency: n,
+                verdict: "pass".into(),
+                counts: Counts::default(),
+                max_s: None,
+                latency: None,
+                time_to_give_up: None,
+                errors_by_kind: BTreeMap::new(),
+                health_before: Probe {
+                    status: Some(200),
+                    error: None,
+                    duration_s: 0.0,
+                },
+                health_after: None,
+                restarted: false,
+                died: None,
+                identity_before: None,
+                identity_after: None,
+                reasons: vec![],
+                identity_unread: None,
+                start_t_s: 0.0,
+                end_t_s: None,
+                failures: vec![],
+                notes: vec![],
+                stopped: None,
+                time_to_refuse: None,
+                mcp_ping: false,
+                phases: None,
+                held: None,
+                protocol: None,
+                rate: None,
+            };
+            l.concurrency = n;
+            l.held = held;
+            l
+        };
+        assert_eq!(held_words(&[row(1, None)]), None);
+        assert_eq!(
+            held_words(&[row(1, Some(1)), row(2, Some(2)), row(3, Some(3))]).unwrap(),
+            "witness itself held at most 3 connections to the server at once (level n=3: one per worker; its health probe's connection is closed during each level)"
+        );
+        assert_eq!(
+            held_words(&[row(1, Some(2)), row(3, Some(4)), row(4, Some(4))]).unwrap(),
+            "witness itself held 4 connections to the server at level n=3, 1 more than its 3 workers: the server spent them on witness, not on the load"
+        );
+    }
     use crate::analyze::analyze;
     use crate::analyze::tests::{end, exit, loaded, spawn};
     use crate::journal::{ErrorKind, LoadSettings, Settings};
@@ -875,6 +1398,8 @@ mod tests {
                 identity: id(pid),
                 stopped: None,
                 not_sent: None,
+                held: None,
+                protocol: None,
             },
         )
     }
@@ -894,6 +1419,9 @@ mod tests {
                 detail: None,
                 body_bytes: None,
                 body_cut: false,
+                connect_s: None,
+                headers_s: None,
+                handshake_s: None,
             },
         )
     }
@@ -929,6 +1457,69 @@ mod tests {
     }
 
     #[test]
+    fn an_oom_kill_is_said_as_one_in_the_annotation_and_a_death_is_not_a_restart() {
+        let oom = Event::Exit {
+            pid: 7,
+            code: None,
+            signal: Some("SIGKILL".into()),
+            core_dumped: false,
+            age_s: 2.0,
+            status: 137,
+            requested: false,
+            meaning: "killed by the kernel OOM killer (OOMKilled): the container reached its memory limit"
+                .into(),
+            oom_killed: Some(true),
+        };
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 2, 0.1, 7),
+            req(0, 0, 0.1, 0.5, Outcome::Ok),
+            req(1, 0, 0.1, 1.9, err()),
+            (2.0, oom),
+            (
+                3.0,
+                Event::LevelEnd {
+                    index: 0,
+                    concurrency: 2,
+                    health: Probe {
+                        status: None,
+                        error: Some("ConnectionRefused".into()),
+                        duration_s: 0.001,
+                    },
+                    identity: None,
+                    stopped: Some(
+                        "the server died (exit status 137) and nothing restarts it: the level stopped sending"
+                            .into(),
+                    ),
+                    not_sent: Some(3),
+                    held: None,
+                    protocol: None,
+                },
+            ),
+            (3.1, end()),
+        ];
+        let a = analyze(&loaded(ev));
+        let l = &a.load.unwrap().levels[0];
+        let f = &l.failures[0].annotation;
+        assert!(
+            f.starts_with("server pid 7 was killed by the kernel OOM killer (OOMKilled, exit 137)"),
+            "{f}"
+        );
+        assert!(!l.restarted, "nothing took over: {l:?}");
+        assert!(l.died.as_deref().unwrap().contains("OOM killer"), "{l:?}");
+        let said = l.reasons.join("; ");
+        assert!(
+            !said.contains("restarted") && !said.contains("exit status 137"),
+            "{said}"
+        );
+        assert!(
+            said.contains("the server died (pid 7 was killed by the kernel OOM killer"),
+            "{said}"
+        );
+    }
+
+    #[test]
     fn a_failed_request_never_enters_latency_and_is_correlated_with_the_exit() {
         let ev = vec![
             (0.0, settings()),
@@ -961,7 +1552,7 @@ mod tests {
 
     #[test]
     fn a_failed_request_ending_at_a_round_timer_while_the_server_died_is_suspected() {
-        // The seed's story: the process dies at the 90 s watchdog, the request in flight "took" 89.9 s.
+        // The 85-second story: the process dies at the 90 s watchdog, the request in flight "took" 89.9 s.
         let ev = vec![
             (0.0, settings()),
             (0.0, spawn(7)),
@@ -977,7 +1568,7 @@ mod tests {
         let req: Vec<_> = a
             .suspicions
             .iter()
-            .filter(|s| s.subject == "request")
+            .filter(|s| s.subject == Subject::Request)
             .collect();
         assert_eq!(req.len(), 1, "{:?}", a.suspicions);
         assert!(
@@ -1021,6 +1612,44 @@ mod tests {
     }
 
     #[test]
+    fn a_level_that_refused_most_says_so_and_keeps_its_pass_and_timed_refusals_are_a_timer() {
+        let no = |s: u16| Outcome::Rejected {
+            status: Some(s),
+            reason: format!("HTTP {s}"),
+        };
+        let mut ev = vec![(0.0, settings()), level(0, 2, 0.1, 7)];
+        ev.push(req(0, 0, 0.1, 0.01, Outcome::Ok));
+        for i in 0..5 {
+            ev.push(req(1 + i, 0, 0.2 + 0.01 * i as f64, 0.0005, no(429)));
+        }
+        ev.push(level_end(0, 2, 0.5, 7));
+        ev.push(level(1, 4, 0.6, 7));
+        for i in 0..4 {
+            ev.push(req(10 + i, 1, 0.6, 2.001 + 0.001 * i as f64, no(503)));
+        }
+        ev.push(level_end(1, 4, 3.0, 7));
+        ev.push((3.1, end()));
+        let a = analyze(&loaded(ev));
+        let l = a.load.unwrap();
+        assert_eq!(l.levels[0].verdict, "pass");
+        assert_eq!(
+            l.levels[0].reasons,
+            vec!["refused most of its requests: 1 served (7.1/s), 5 refused (HTTP 429)"]
+        );
+        assert_eq!(l.levels[1].verdict, "fail");
+        assert_eq!(
+            l.levels[1].reasons,
+            vec!["served nothing: 4 requests were answered HTTP 503 after 2.00 s each: a 2 s timer inside the server, not a capacity refusal"]
+        );
+        let t = l.levels[1].time_to_refuse.as_ref().unwrap();
+        assert_eq!((t.count, t.min, t.max), (4, 2.001, 2.004));
+        assert!(a
+            .suspicions
+            .iter()
+            .any(|s| s.kind == SuspicionKind::RefusalTimer));
+    }
+
+    #[test]
     fn a_skipped_level_says_why() {
         let ev = vec![
             (0.0, settings()),
@@ -1038,6 +1667,7 @@ mod tests {
         ];
         let l = analyze(&loaded(ev)).load.unwrap();
         assert_eq!(l.levels[0].verdict, "skipped");
+        assert_eq!(l.levels[0].reasons, ["health before was 500"]);
         assert_eq!(l.verdict, "fail");
     }
 
@@ -1081,6 +1711,7 @@ mod tests {
                     source: "wait".into(),
                     code: None,
                     signal: Some("SIGABRT".into()),
+                    helper: false,
                 },
             ),
             req_detail(
@@ -1181,6 +1812,49 @@ mod tests {
     }
 
     #[test]
+    fn requests_held_back_by_a_restart_at_the_level_s_end_are_a_note_and_the_held_count_is_read() {
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 2, 0.1, 7),
+            req(0, 0, 0.1, 0.1, Outcome::Ok),
+            (
+                1.5,
+                Event::LevelEnd {
+                    index: 0,
+                    concurrency: 2,
+                    health: Probe {
+                        status: Some(200),
+                        error: None,
+                        duration_s: 0.001,
+                    },
+                    identity: None,
+                    stopped: None,
+                    not_sent: Some(2),
+                    held: Some(2),
+                    protocol: None,
+                },
+            ),
+            (1.6, end()),
+        ];
+        let a = analyze(&loaded(ev)).load.unwrap();
+        let l = &a.levels[0];
+        assert_eq!(l.counts.not_sent, 2);
+        assert_eq!(l.held, Some(2));
+        assert!(
+            l.notes.iter().any(|n| n.starts_with(
+                "2 requests not sent: the server was restarting when the level's time ran out"
+            )),
+            "{:?}",
+            l.notes
+        );
+        assert!(a
+            .held
+            .unwrap()
+            .starts_with("witness itself held at most 2 connections"));
+    }
+
+    #[test]
     fn a_level_cut_short_by_a_death_counts_what_it_did_not_send_and_no_listener_apart() {
         let refused = Outcome::Error {
             error: ErrorKind::ConnectRefused,
@@ -1206,6 +1880,8 @@ mod tests {
                     identity: None,
                     stopped: Some("the server died (exit status 1) and nothing restarts it: the level stopped sending".into()),
                     not_sent: Some(17),
+                    held: None,
+                    protocol: None,
                 },
             ),
             (1.6, end()),
@@ -1232,6 +1908,40 @@ mod tests {
                 .starts_with("sent while the server was down: pid 7 exited with 1"),
             "{}",
             l.failures[0].annotation
+        );
+    }
+
+    #[test]
+    fn a_request_refused_while_the_restarted_server_was_starting_is_tied_to_the_restart() {
+        let closed = || Outcome::Error {
+            error: ErrorKind::ClosedBeforeResponse,
+            status: None,
+        };
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 2, 0.1, 7),
+            req(0, 0, 0.1, 0.1, Outcome::Ok),
+            (1.0, exit(7, 1, 1.0, false)),
+            (1.5, spawn(8)),
+            // Sent once pid 8 ran, before it answered anything.
+            req(1, 0, 1.52, 0.001, closed()),
+            req(2, 0, 1.6, 0.05, Outcome::Ok),
+            // After pid 8 answered: nothing but the plain words.
+            req(3, 0, 1.7, 0.001, closed()),
+            level_end(0, 2, 2.0, 8),
+            (2.1, end()),
+        ];
+        let l = &analyze(&loaded(ev)).load.unwrap().levels[0];
+        let a = &l.failures[0].annotation;
+        assert!(
+            a.starts_with("sent 0.02 s after the server restarted, before the new process had answered anything")
+                && a.contains("pid 7 exited with 1 at t=1.00s, pid 8 started at t=1.50s"),
+            "{a}"
+        );
+        assert_eq!(
+            l.failures[1].annotation,
+            "the server did not exit or restart while it was in flight"
         );
     }
 
@@ -1296,6 +2006,8 @@ mod tests {
                 identity: None,
                 stopped: None,
                 not_sent: None,
+                held: None,
+                protocol: None,
             },
         ));
         ev.push((0.4, end()));
@@ -1303,6 +2015,31 @@ mod tests {
         assert_eq!(l.levels[0].verdict, "fail");
         assert!(l.levels[0].reasons[0].contains("identity could not be read"));
         assert_eq!(l.verdict, "fail");
+    }
+
+    #[test]
+    fn a_rate_run_killed_after_its_first_level_lists_the_rates_not_run() {
+        let ev = vec![
+            (
+                0.0,
+                Event::Settings(Settings {
+                    load: Some(LoadSettings {
+                        factor: 1.5,
+                        rates_per_s: vec![10.0, 20.0, 40.0],
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            ),
+            (0.0, spawn(7)),
+            level(0, 1, 0.1, 7),
+            req(0, 0, 0.1, 0.1, Outcome::Ok),
+            // No level end, no end record: witness was killed.
+        ];
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert_eq!(l.verdict, "partial");
+        assert_eq!(l.rates_not_run, vec![20.0, 40.0]);
+        assert!(l.levels_not_run.is_empty());
     }
 
     fn settings_levels(levels: &[u32]) -> Event {
@@ -1410,7 +2147,7 @@ mod tests {
                         index: i,
                         concurrency: 2,
                         health: probe(200),
-                        identity: after.and_then(id), stopped: None, not_sent: None,
+                        identity: after.and_then(id), stopped: None, not_sent: None, held: None, protocol: None,
                     }));
                     t += 0.01;
                 }

@@ -32,6 +32,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     // Before anything is written or printed: credential values are scrubbed from every artifact.
     let (_, secrets) = request_headers(&args)?;
     crate::secrets::install(&secrets).map_err(|e| usage(format!("{e:#}")))?;
+    crate::load::tls::from_flags(args.tls.cacert.as_deref(), args.tls.insecure)?;
     let mut cfg = ladder_config(&args)?;
     let call = tool_call(&args, &cfg)?;
     // MCP over stdio: `--mcp TOOL -- CMD` without --url. The server's stdin/stdout are the protocol.
@@ -60,7 +61,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     // A server that daemonizes is recognised by the port it then serves (not over stdio).
     let mut target_cfg = target_cfg.map(|mut t| {
         if let TargetConfig::Process(p) = &mut t {
-            p.port = (!stdio).then(|| cfg.spec.uri.port_u16().unwrap_or(80));
+            p.port = (!stdio).then(|| crate::load::tls::port(&cfg.spec.uri));
         }
         t
     });
@@ -81,13 +82,10 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     }
     check_outputs(&args.output)?;
     // witness's own descriptors, before anything runs: its EMFILE must never pass as the server's.
-    let top = cfg.levels.iter().copied().max().unwrap_or(1);
-    crate::load::fds::ensure(
-        crate::load::fds::needed(top),
-        &format!("--levels up to {top}"),
-    )
-    .map_err(refuse)?;
+    let (top, what) = most_held(&cfg, &args);
+    crate::server::fds::ensure(crate::server::fds::needed(top), &what).map_err(refuse)?;
     let journal = open_journal("load", &args.output)?;
+    crate::load::tls::journal_note(&journal);
     // Health: --health-url when given; for MCP otherwise its `ping`.
     let prober = match &call {
         Some(call) => {
@@ -98,7 +96,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
                 None => McpTarget::Http(cfg.spec.uri.clone()),
             };
             let health = match args.health_url {
-                Some(_) => Health::Http(Prober::new(cfg.health.clone(), args.health_timeout)),
+                Some(_) => Health::Http(
+                    Prober::new(cfg.health.clone(), args.health_timeout).h2c(args.protocol.http2),
+                ),
                 None => Health::Mcp(Pinger::new(
                     target.clone(),
                     call.clone(),
@@ -108,7 +108,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             cfg.mcp = Some((target, call.clone()));
             health
         }
-        None => Health::Http(Prober::new(cfg.health.clone(), args.health_timeout)),
+        None => Health::Http(
+            Prober::new(cfg.health.clone(), args.health_timeout).h2c(args.protocol.http2),
+        ),
     };
     journal.emit(Event::Settings(Settings {
         timers_s: args.supervise.timers_s(),
@@ -122,7 +124,17 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
                 Some(_) => "tools/call".to_string(),
                 None => cfg.spec.method.to_string(),
             },
-            levels: cfg.levels.clone(),
+            // Rate levels and a search's probes are journalled as they start, not planned here.
+            levels: if cfg.open.is_some() || args.open.find_limit {
+                vec![]
+            } else {
+                cfg.levels.clone()
+            },
+            rates_per_s: if args.open.find_limit {
+                vec![]
+            } else {
+                args.open.rates.clone()
+            },
             timeout_s: cfg.limits.whole.as_secs_f64(),
             connect_timeout_s: cfg.limits.connect.as_secs_f64(),
             settle_s: cfg.settle.as_secs_f64(),
@@ -137,8 +149,20 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         }),
         extra: serde_json::Value::Null,
     }));
+    if args.open.find_limit {
+        journal.emit(Event::Search {
+            over: if cfg.open.is_some() {
+                "rates"
+            } else {
+                "levels"
+            }
+            .into(),
+            resolution: args.open.resolution,
+            max_levels: args.open.max_levels,
+        });
+    }
     let live = Live::new();
-    let port = cfg.spec.uri.port_u16().unwrap_or(80);
+    let port = crate::load::tls::port(&cfg.spec.uri);
     // A server witness is to start would fail to bind, and the health probe would find the other
     // process: said plainly, before anything starts.
     if let (Some(super::TargetConfig::Process(_)), false) = (&target_cfg, stdio) {
@@ -154,7 +178,10 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
                 false,
                 &live,
             )?;
-            return Err(refuse(why));
+            // The REFUSED line just printed says why: the last line names the port only.
+            return Err(refuse(why).context(crate::error::AlreadySaid(format!(
+                "refused: port {port} is taken by another process (the reason is in the REFUSED line above)"
+            ))));
         }
     }
     let Measured { target, sampling } =
@@ -201,8 +228,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             })
         }
         Err(Stop::Refused(why)) => {
-            finish(&journal, &args, &format!("refused: {why}"), false, &live)?;
-            Err(refuse(why))
+            // The reason is in the REFUSED line of the report just printed: said once.
+            finish(&journal, &args, "refused", false, &live)?;
+            Err(refuse(said_above(&why)))
         }
         Err(Stop::Interrupted(sig)) => {
             finish(
@@ -253,7 +281,7 @@ async fn measure(
     if target.owned() {
         // Over stdio there is no port: the pipes are the server's only door.
         let stdio = matches!(&cfg.mcp, Some((McpTarget::Stdio(_), _)));
-        let port = (!stdio).then(|| cfg.spec.uri.port_u16().unwrap_or(80));
+        let port = (!stdio).then(|| crate::load::tls::port(&cfg.spec.uri));
         wait_ready(target, prober, journal, args.ready_timeout, port).await?;
     }
     // Over stdio there is no connect to measure: the pipes are the connection.
@@ -278,11 +306,21 @@ async fn measure(
     let ids = Arc::new(AtomicU64::new(0));
     let mut previous = target.identity();
     let mut not_run = Vec::new();
-    for (index, &n) in cfg.levels.iter().enumerate() {
+    let mut plan = crate::load::search::Plan::new(
+        &cfg.levels,
+        &args.open.rates,
+        args.open.max_in_flight,
+        args.open
+            .find_limit
+            .then_some((args.open.resolution, args.open.max_levels)),
+    );
+    let mut index = 0usize;
+    while let Some((n, rate)) = plan.next_level() {
         let run = run_level(
             cfg,
             index as u32,
             n,
+            rate,
             target,
             prober,
             journal,
@@ -295,26 +333,38 @@ async fn measure(
         if *stop.borrow() {
             return Ok(String::new());
         }
+        let name = crate::load::search::level_name(n, rate);
+        let ran = run == LevelRun::Ran;
         match run {
             LevelRun::Ran => {}
-            LevelRun::Skipped(why) => not_run.push(format!("level {n} skipped: {why}")),
-            LevelRun::Stopped(why) => not_run.push(format!("level {n}: {why}")),
+            LevelRun::Skipped(why) => not_run.push(format!("level {name} skipped: {why}")),
+            LevelRun::Stopped(why) => not_run.push(format!("level {name}: {why}")),
         }
         previous = target.identity().or(previous);
-        if let Some(line) = after_level(journal, args, index as u32) {
+        let row = after_level(journal, args, index as u32);
+        if let Some(row) = &row {
             if !live.rows_shown.swap(true, Ordering::Relaxed) {
                 print_line(&report::terminal::level_header());
             }
-            print_line(&line);
+            print_line(&report::terminal::level_line(row));
         }
+        // A search ends with a server that died or restarted: that is said, not a limit.
+        let passed = row.as_ref().is_some_and(|r| r.verdict == "pass");
+        let ended = !ran || row.as_ref().is_none_or(|r| r.restarted || r.died.is_some());
+        plan.after(n, rate, passed, ended);
+        index += 1;
+    }
+    if args.open.find_limit {
+        let also = not_run.iter().map(|w| format!("; {w}")).collect::<String>();
+        return Ok(format!("the search ran {index} levels{also}"));
     }
     // "every level ran" only when it is true.
     Ok(match not_run.len() {
         0 => "every level ran".into(),
         k => format!(
             "{} of {} levels ran; {}",
-            cfg.levels.len() - k,
-            cfg.levels.len(),
+            index - k,
+            index,
             not_run.join("; ")
         ),
     })
@@ -353,13 +403,22 @@ pub(crate) async fn check_floor(
         median_ms: f.median_ms,
         limit_ms,
         advice: f.advice.clone(),
+        handshake_ms: f.handshake_ms,
     });
+    if let Some(t) = &f.tls {
+        let why = t.refusal();
+        refused_note(journal, &why);
+        return Err(Stop::Refused(why));
+    }
     let why = match f.median_ms {
         Some(m) if m <= limit_ms => {
             eprintln!(
                 "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
                 f.host, f.port
             );
+            if let Some(h) = f.handshake_ms {
+                eprintln!("witness: TLS handshake floor {h:.2} ms after the connect (each new connection pays it; a reused one does not)");
+            }
             if let Some(a) = &f.advice {
                 eprintln!("witness: ! {a}");
             }
@@ -383,6 +442,13 @@ pub(crate) async fn check_floor(
 }
 
 /// Journals why witness refuses to measure; analysis reads it back as the run's refusal.
+/// The error line of a refusal whose reason the report (printed just before, on stderr) already
+/// says: its first clause, not the reason again.
+pub(crate) fn said_above(why: &str) -> String {
+    let head = why.split(": ").next().unwrap_or(why);
+    format!("refused: {head} (the reason is in the REFUSED line above)")
+}
+
 pub(crate) fn refused_note(journal: &Journal, text: &str) {
     journal.emit(Event::Note {
         level: "refused".into(),
@@ -407,6 +473,14 @@ pub(crate) async fn wait_ready(
     let start = Instant::now();
     loop {
         let p = prober.probe().await;
+        // A certificate witness does not trust will not become trusted by waiting.
+        if p.error.as_deref() == Some("TlsCertificate") {
+            if let Some(t) = crate::load::tls::last_untrusted() {
+                let why = t.refusal();
+                refused_note(journal, &why);
+                return Err(Stop::Refused(why));
+            }
+        }
         // Ready only while the server witness started (or the daemon it became) runs: an answer
         // while it is down, or deciding whether it daemonized, comes from someone else. And whose
         // listener answered, when witness can tell (a process target on a known port).
@@ -421,6 +495,7 @@ pub(crate) async fn wait_ready(
                 waited_s: start.elapsed().as_secs_f64(),
                 url: prober.describe(),
                 detail: None,
+                output: Vec::new(),
             });
             return Ok(());
         }
@@ -429,13 +504,12 @@ pub(crate) async fn wait_ready(
             _ => None,
         };
         if finished.is_some() || start.elapsed() >= limit {
+            let mut output = Vec::new();
             let mut detail = match finished {
                 Some(status) => {
-                    let mut last = last_output(journal).await;
-                    if last.is_empty() {
-                        last = " (it wrote nothing)".to_string();
-                    }
-                    format!("the server exited with {status} before it was ready{last}")
+                    let (why, lines) = last_output(journal).await;
+                    output = lines;
+                    format!("the server exited with {status} before it was ready{why}")
                 }
                 None => format!(
                     "health was {} after --ready-timeout {}",
@@ -447,16 +521,16 @@ pub(crate) async fn wait_ready(
             if let Some(other) = other {
                 detail.push_str(&format!("; {other}"));
             }
+            // The reason is said once, in the refusal; the ready row says only that it never was,
+            // and keeps the last lines for the report.
             journal.emit(Event::Ready {
                 ok: false,
                 waited_s: start.elapsed().as_secs_f64(),
                 url: prober.describe(),
-                detail: Some(detail.clone()),
+                detail: None,
+                output,
             });
-            journal.emit(Event::Note {
-                level: "refused".into(),
-                text: format!("the server never became ready: {detail}"),
-            });
+            refused_note(journal, &format!("the server never became ready: {detail}"));
             return Err(Stop::Refused(format!(
                 "the server never became ready at {}: {detail}",
                 prober.describe()
@@ -466,29 +540,41 @@ pub(crate) async fn wait_ready(
     }
 }
 
-/// "; its last output: stderr 'a' | 'b'": the server's own last words, matched or not, so a
-/// start-up failure shows its reason. The output pipes are read by other threads: give them a moment
-/// (at most a second, on a loaded machine) to reach the lines written just before the exit.
-async fn last_output(journal: &Journal) -> String {
+/// ": ModuleNotFoundError: No module named 'x'": the one line of the server's last output that
+/// says why (see [`decisive_line`]), or its last line; and its last lines ("stderr: …"), kept in
+/// the report. The output pipes are read by other threads: give them a moment (at most a second,
+/// on a loaded machine) to reach the lines written just before the exit.
+async fn last_output(journal: &Journal) -> (String, Vec<String>) {
     let deadline = Instant::now() + Duration::from_millis(1000);
     let mut tail = journal.tail();
     while tail.iter().all(|(_, l)| l.is_empty()) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
         tail = journal.tail();
     }
-    let parts: Vec<String> = tail
+    let lines: Vec<String> = tail
+        .iter()
+        .flat_map(|(s, l)| l.iter().map(move |l| format!("{s}: {l}")))
+        .collect();
+    let logged: Vec<(String, String)> = journal
+        .lifecycle()
         .into_iter()
-        .filter(|(_, l)| !l.is_empty())
-        .map(|(s, l)| {
-            let keep = &l[l.len().saturating_sub(5)..];
-            format!("{} '{}'", s, keep.join("' | '"))
+        .filter_map(|r| match r.event {
+            Event::Log { label, line, .. } => Some((label, line)),
+            _ => None,
         })
         .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("; its last output: {}", parts.join("; "))
-    }
+    let raw: Vec<&str> = tail
+        .iter()
+        .flat_map(|(_, l)| l.iter().map(String::as_str))
+        .collect();
+    let why = match crate::journal::meaning::decisive_line(&logged, &raw) {
+        Some(d) => format!(": {d}"),
+        None => match tail.iter().find_map(|(s, l)| Some((s, l.last()?))) {
+            Some((s, l)) => format!("; its last line: {s} '{l}'"),
+            None => " (it wrote nothing)".into(),
+        },
+    };
+    (why, lines)
 }
 
 /// "port N is already in use by pid M (command)" when a process that is not witness's own listens
@@ -508,7 +594,11 @@ pub(crate) fn foreign_listener(port: u16) -> Option<String> {
 
 /// After each level: the report is rewritten (so a killed run still leaves an up-to-date one, labelled
 /// partial), and the level's terminal line comes from the same analysis of the journal so far.
-fn after_level(journal: &Journal, args: &LoadArgs, index: u32) -> Option<String> {
+fn after_level(
+    journal: &Journal,
+    args: &LoadArgs,
+    index: u32,
+) -> Option<crate::analyze::verdict::LevelRow> {
     journal.flush().ok()?;
     let file = crate::sources::journal::JournalFile::open(journal.path()).ok()?;
     let a = crate::analyze::analyze(&file);
@@ -517,8 +607,7 @@ fn after_level(journal: &Journal, args: &LoadArgs, index: u32) -> Option<String>
             eprintln!("witness: {e:#}");
         }
     }
-    let row = a.load?.levels.into_iter().find(|l| l.index == index)?;
-    Some(report::terminal::level_line(&row))
+    a.load?.levels.into_iter().find(|l| l.index == index)
 }
 
 fn finish(
@@ -603,6 +692,7 @@ fn tool_call(a: &LoadArgs, cfg: &LadderConfig) -> anyhow::Result<Option<ToolCall
         rejection: cfg.rejection.clone(),
         modern: crate::load::mcp::revision(a.mcp_protocol.as_deref()).map_err(usage)?,
         headers: cfg.spec.headers.clone(),
+        http2: a.protocol.http2,
     }))
 }
 
@@ -612,9 +702,9 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
     let uri: Uri = url
         .parse()
         .map_err(|e| usage(format!("--url {url:?} is not a URL: {e}")))?;
-    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
         return Err(usage(format!(
-            "--url {url:?} must be an http:// URL with a host (https is not supported yet)"
+            "--url {url:?} must be an http:// or https:// URL with a host, e.g. https://127.0.0.1:8443/"
         )));
     }
     check_port(&uri, "--url")?;
@@ -623,7 +713,8 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
             .parse()
             .map_err(|e| usage(format!("--health-url {h:?} is not a URL: {e}")))?,
         None => format!(
-            "http://{}/health",
+            "{}://{}/health",
+            uri.scheme_str().unwrap_or("http"),
             uri.authority().map(|x| x.as_str()).unwrap_or("")
         )
         .parse()
@@ -637,12 +728,13 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
     }
     let method = Method::from_bytes(a.method.to_ascii_uppercase().as_bytes())
         .map_err(|_| usage(format!("--method {:?} is not an HTTP method", a.method)))?;
-    let body = match a.body.strip_prefix('@') {
-        Some(path) => Bytes::from(
+    let body = match a.body.as_deref().map(|b| (b, b.strip_prefix('@'))) {
+        Some((_, Some(path))) => Bytes::from(
             std::fs::read(path)
                 .map_err(|e| usage(format!("--body @{path}: could not read the file: {e}")))?,
         ),
-        None => Bytes::from(a.body.clone()),
+        Some((text, None)) => Bytes::from(text.to_string()),
+        None => default_body(&method),
     };
     let (headers, _) = request_headers(a)?;
     if a.levels.is_empty() {
@@ -678,7 +770,59 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
             accepted: a.accept_status.clone(),
         },
         mcp: None,
+        http2: a.protocol.http2.then_some(a.protocol.connections),
+        open: open_config(a)?,
     })
+}
+
+/// The most connections a level may hold, and the flag that says so: the in-flight cap of rate
+/// levels, the highest concurrency given, or the highest a search may reach.
+fn most_held(cfg: &LadderConfig, args: &LoadArgs) -> (u32, String) {
+    if let Some(o) = &cfg.open {
+        return (
+            o.max_in_flight,
+            format!("--max-in-flight {}", o.max_in_flight),
+        );
+    }
+    let top = cfg.levels.iter().copied().max().unwrap_or(1);
+    if args.open.find_limit {
+        let reach = (top as u64) << args.open.max_levels.min(20);
+        let reach = reach.min(crate::units::MAX_CONCURRENCY as u64) as u32;
+        return (
+            reach,
+            format!("--find-limit from --levels {top} (up to {reach})"),
+        );
+    }
+    (top, format!("--levels up to {top}"))
+}
+
+/// The open loop's settings (`--rates`), or none for the concurrency ladder.
+fn open_config(a: &LoadArgs) -> anyhow::Result<Option<crate::load::open::OpenConfig>> {
+    use crate::load::open::{Arrivals, OpenConfig};
+    let o = &a.open;
+    if o.rates.is_empty() {
+        return Ok(None);
+    }
+    if a.rounds.is_some() {
+        return Err(usage(
+            "--rounds counts a worker's requests, and --rates has no workers: give --duration (how long each rate level sends) instead",
+        ));
+    }
+    if a.protocol.http2 {
+        return Err(usage(
+            "--http2 is not supported with --rates yet (rate levels speak HTTP/1.1 and HTTPS): drop --http2, or give --levels for HTTP/2 streams",
+        ));
+    }
+    Ok(Some(OpenConfig {
+        arrivals: match o.arrivals {
+            crate::cli::Arrivals::Constant => Arrivals::Constant,
+            crate::cli::Arrivals::Poisson => Arrivals::Poisson,
+        },
+        // A random seed is journalled with each level, so the run still replays.
+        seed: o.seed.unwrap_or_else(rand::random),
+        max_in_flight: o.max_in_flight,
+        duration: a.duration.unwrap_or(crate::load::open::DEFAULT_DURATION),
+    }))
 }
 
 /// A port the URL names must be one a TCP socket can have: 1 to 65535. (The URL parser accepts any
@@ -706,6 +850,24 @@ const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "
 /// The request's extra headers from `--header` and `--header-env`, and the secret values among
 /// them (with each credential's own parts: the token after "Bearer ", a cookie's value), which
 /// the run keeps out of every artifact. No message here repeats a header's value.
+/// The body sent when `--body` is not given: none for the methods whose requests carry none (GET,
+/// HEAD, DELETE, OPTIONS, TRACE, CONNECT), `{}` for the others (POST, PUT, PATCH, …).
+pub fn default_body(method: &Method) -> Bytes {
+    let bodiless = [
+        Method::GET,
+        Method::HEAD,
+        Method::DELETE,
+        Method::OPTIONS,
+        Method::TRACE,
+        Method::CONNECT,
+    ];
+    if bodiless.contains(method) {
+        Bytes::new()
+    } else {
+        Bytes::from_static(b"{}")
+    }
+}
+
 fn request_headers(a: &LoadArgs) -> anyhow::Result<(HeaderMap, Vec<String>)> {
     let marked: Vec<String> = a
         .secret_header
@@ -796,7 +958,7 @@ pub async fn check_loopback(uri: &Uri, allow_remote: bool) -> anyhow::Result<()>
     let host = uri.host().unwrap_or("").trim_matches(['[', ']']);
     let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![ip],
-        Err(_) => tokio::net::lookup_host((host, uri.port_u16().unwrap_or(80)))
+        Err(_) => tokio::net::lookup_host((host, crate::load::tls::port(uri)))
             .await
             .map(|a| a.map(|s| s.ip()).collect())
             .map_err(|e| usage(format!("could not resolve {host:?} in {uri}: {e}")))?,

@@ -23,14 +23,15 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
     if a.timeout.is_zero() {
         return Err(usage("--timeout must be more than zero"));
     }
+    crate::load::tls::from_flags(a.tls.cacert.as_deref(), a.tls.insecure)?;
     let url = match &a.url {
         Some(u) => {
             let uri: Uri = u
                 .parse()
                 .map_err(|e| usage(format!("--url {u:?} is not a URL: {e}")))?;
-            if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
                 return Err(usage(format!(
-                    "--url {u:?} must be an http:// URL with a host, e.g. http://127.0.0.1:8000/mcp"
+                    "--url {u:?} must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000/mcp"
                 )));
             }
             super::load::check_loopback(&uri, false).await?;
@@ -97,6 +98,7 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
         rejection: Rejection::default(),
         modern: crate::load::mcp::revision(a.mcp_protocol.as_deref()).map_err(usage)?,
         headers: Default::default(),
+        http2: false,
     };
     let result = match (url, stdio_pipes) {
         (Some(uri), _) => list_http(uri, &call, &journal, child.is_some()).await,

@@ -43,6 +43,7 @@ pub fn process_config(
         inherit_stdin: false,
         port: None,
         stdio: None,
+        input_closed: None,
     })
 }
 
@@ -213,6 +214,18 @@ pub struct NotStarted {
     pub partial: bool,
 }
 
+/// An error whose reason the run's REFUSED line already says (its note is journalled, and the views
+/// print it): the last line names it by its first words only, so the reason is said once. The
+/// error itself stays in the chain and still decides the exit code.
+pub(crate) fn said_above(e: anyhow::Error) -> anyhow::Error {
+    let words = format!("{e}");
+    let head = words.split(": ").next().unwrap_or(&words).to_string();
+    let head = head.lines().next().unwrap_or_default().to_string();
+    e.context(crate::error::AlreadySaid(format!(
+        "refused: {head} (the reason is in the REFUSED line above)"
+    )))
+}
+
 /// For load and soak: the GPU check first (so `--gpu on` without a driver refuses having started
 /// nothing), then the target — started from `target_cfg`, or attached to by `port` — then the
 /// process or container sampler and the GPU sampler, every `interval`.
@@ -240,7 +253,7 @@ pub async fn start_measured(
     let gpu = gpu::gpu_sampler(gpu, late_pids, journal).map_err(|error| {
         refused(&error);
         NotStarted {
-            error,
+            error: said_above(error),
             reason: "refused before starting the server",
             partial: false,
         }
@@ -256,7 +269,7 @@ pub async fn start_measured(
                 crate::error::refuse(format!("{e:#}"))
             };
             NotStarted {
-                error,
+                error: said_above(error),
                 reason: "the server could not be started",
                 partial: true,
             }

@@ -1,7 +1,9 @@
 //! `witness soak --plan PLAN.toml`: read and resolve the plan (secrets by reference), start or attach
 //! to the server, wait for health, measure the connect floor, run the workload with its invariants,
-//! faults and gauges, then stop and render the views from the journal. Exit codes: 0 pass, 1 fail (a
-//! violation, a leak, an undrained gauge, errors), 2 usage, 3 refused to measure, 130 interrupted.
+//! faults and gauges, then stop and render the views from the journal. A stdio plan starts the
+//! server with its stdin/stdout as the MCP connection (no URL, no connect floor). Exit codes: 0
+//! pass, 1 fail (a violation, a leak, an undrained gauge, errors), 2 usage, 3 refused to measure,
+//! 130 interrupted.
 
 use std::sync::Arc;
 
@@ -11,15 +13,30 @@ use crate::analyze::soak::SoakSettings;
 use crate::cli::SoakArgs;
 use crate::error::{refuse, usage};
 use crate::journal::{secs, Event, Journal, Settings};
-use crate::load::health::Prober;
+use crate::load::mcp::{McpTarget, StdioLink};
 use crate::server::process::RestartPolicy;
 use crate::server::Target;
-use crate::soak::plan::{self, Overrides, RealSecrets, SoakPlan};
+use crate::soak::health::SoakHealth;
+use crate::soak::plan::{self, Overrides, RealSecrets, SoakPlan, Transport};
 use crate::soak::run::{Action, Ending, Injector, Progress, Soak};
 
 pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     let plan = Arc::new(load_plan(&args)?);
     check_injects(&args, &plan)?;
+    let stdio = plan.transport == Transport::Stdio;
+    if stdio && args.container.is_container() {
+        return Err(usage(format!(
+            "--plan {}: [target] transport = \"stdio\" speaks MCP over the stdin/stdout of a process witness starts; a container's MCP server is reached over streamable HTTP: set transport = \"http\" with a base_url",
+            args.plan.display()
+        )));
+    }
+    if stdio && args.command.is_empty() {
+        return Err(usage(format!(
+            "--plan {}: [target] transport = \"stdio\" speaks MCP over the server's stdin/stdout, so witness must start it: give its command after `--`, e.g. `witness soak --plan {} -- ./mcp_server`",
+            args.plan.display(),
+            args.plan.display()
+        )));
+    }
     // Our own child or container, or (with neither) whatever listens on the base URL's port. The
     // plan's fatal patterns are watched like --watch ones, labelled "fatal".
     let mut sup = args.supervise.clone();
@@ -39,6 +56,16 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             )
         })
         .transpose()?;
+    // Over stdio each spawn's pipes come to the link (a restart sends new ones).
+    let mut target_cfg = target_cfg;
+    let pipes = match (&mut target_cfg, stdio) {
+        (Some(super::TargetConfig::Process(p)), true) => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            p.stdio = Some(tx);
+            Some(rx)
+        }
+        _ => None,
+    };
     if target_cfg.is_none() {
         // The plan's own fatal patterns need the server's output too, but a plan is shared between
         // modes: only the user's --watch is refused here.
@@ -50,7 +77,9 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     check_outputs(&args.output)?;
     // Before anything is written or printed: the plan's secret values are scrubbed everywhere.
     crate::secrets::install(&plan.secret_values)?;
+    crate::load::tls::from_flags(args.tls.cacert.as_deref(), args.tls.insecure)?;
     let journal = open_journal("soak", &args.output)?;
+    crate::load::tls::journal_note(&journal);
     // Before anything else is written: no line of the journal may carry a secret's value.
     journal.redact(&plan.secret_values)?;
     journal.emit(Event::Settings(Settings {
@@ -66,9 +95,11 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             plan: plan::summary(&plan),
         }}),
     }));
-    let prober = Prober::new(plan.health.clone(), plan.check_timeout);
+    let link = pipes.map(|rx| McpTarget::Stdio(StdioLink::new(rx, journal.clone(), None)));
+    let health = SoakHealth::new(&plan, link.as_ref(), &journal);
 
-    let port = plan.base.port_u16().unwrap_or(80);
+    // Only an attached target is found by its port, and a stdio plan is never attached.
+    let port = plan.base.as_ref().map_or(80, crate::load::tls::port);
     let Measured { target, sampling } =
         match start_measured(&args.gpu, target_cfg, port, &journal, args.sample_interval).await {
             Ok(m) => m,
@@ -80,7 +111,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     let mut signals = Signals::install()?;
 
     let ready = {
-        let body = prepare(&args, &plan, &target, &prober, &journal);
+        let body = prepare(&args, &plan, &target, &health, &journal);
         tokio::pin!(body);
         tokio::select! {
             r = &mut body => r.map_err(|s| match s {
@@ -93,10 +124,17 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     };
     let ending = match ready {
         Ok(()) => {
+            let against = match &plan.base {
+                Some(b) => b.to_string(),
+                None => format!(
+                    "{} over stdio",
+                    args.command.first().map_or("the server", String::as_str)
+                ),
+            };
             eprintln!(
                 "witness: soak of {} against {}: {} workers, interval {}, seed {} (replay with --seed {})",
                 secs(plan.duration.as_secs_f64()),
-                plan.base,
+                against,
                 plan.workers(),
                 secs(plan.interval.as_secs_f64()),
                 plan.seed,
@@ -107,8 +145,10 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             let soak = Soak {
                 plan: plan.clone(),
                 journal: journal.clone(),
-                prober: &prober,
+                health: &health,
+                stdio: link.clone(),
                 identity: &identity,
+                state: target.state(),
                 injector: Injector {
                     control: target.control(),
                     pids: target.pid_source(),
@@ -157,8 +197,8 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             Ok(130)
         }
         Err(Err(why)) => {
-            finish(&journal, &args, &format!("refused: {why}"), false)?;
-            Err(refuse(why))
+            finish(&journal, &args, "refused", false)?;
+            Err(refuse(super::load::said_above(&why)))
         }
     }
 }
@@ -212,25 +252,27 @@ fn check_injects(args: &SoakArgs, plan: &SoakPlan) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Ready (for a server witness started), then the connect floor.
+/// Ready (for a server witness started), then the connect floor (none over stdio: the pipes are
+/// the connection). Once ready, the health question is settled for the run.
 async fn prepare(
     args: &SoakArgs,
     plan: &SoakPlan,
     target: &Target,
-    prober: &Prober,
+    health: &SoakHealth,
     journal: &Journal,
 ) -> Result<(), Stop> {
     if target.owned() {
-        wait_ready(
-            target,
-            prober,
-            journal,
-            plan.ready_timeout,
-            plan.base.port_u16(),
-        )
-        .await?;
+        let port = plan.base.as_ref().map(crate::load::tls::port);
+        wait_ready(target, health, journal, plan.ready_timeout, port).await?;
+    } else if health.unsettled() {
+        // Attached to a running server: one question, journalled, settles whether /health exists.
+        health.probe_journalled("before the soak").await;
     }
-    check_floor(&plan.base, args.max_connect_floor, journal).await
+    health.settle();
+    match &plan.base {
+        Some(base) => check_floor(base, args.max_connect_floor, journal).await,
+        None => Ok(()),
+    }
 }
 
 fn finish(

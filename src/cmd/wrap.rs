@@ -12,24 +12,61 @@ use tokio::sync::watch;
 
 use super::TargetConfig;
 use super::{build_target, check_outputs, open_journal, target_config, Signals};
-use crate::cli::WrapArgs;
+use crate::cli::{StdinMode, WrapArgs};
 use crate::journal::{Event, Settings};
+use crate::observe::relay::Relay;
 use crate::sample::{spawn_sampling, PidSource};
 use crate::server::process::{Control, State};
 use crate::server::reaper::Reaper;
 
 pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     let mut cfg = target_config(&args.supervise, &args.container, args.command.clone(), true)?;
-    // stdin is the child's: a stdio server reads its client there (bytes and EOF as sent).
+    // stdin is the child's: relayed (an MCP client launched witness: every call is read as it
+    // passes), or handed over (a terminal, or `--stdin inherit`: bytes and EOF as sent, unread).
+    let mut pipes = None;
     if let TargetConfig::Process(p) = &mut cfg {
-        p.inherit_stdin = true;
+        if relays(args.stdin) {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            p.stdio = Some(tx);
+            let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            p.input_closed = Some(closed.clone());
+            pipes = Some((rx, p.patterns.clone(), closed));
+        } else {
+            p.inherit_stdin = true;
+        }
     }
     check_outputs(&args.output)?;
+    // LISTEN is bound before the journal and the server exist: a taken port is a usage error, and
+    // a client never finds nothing there.
+    if args.proxy.is_some_and(|p| p.upstream_tls) {
+        crate::load::tls::from_flags(args.tls.cacert.as_deref(), args.tls.insecure)?;
+    }
+    let proxy = crate::observe::proxy::bind(args.proxy)?;
     let journal = open_journal("wrap", &args.output)?;
+    crate::load::tls::journal_note(&journal);
+    // Started before the server, so the client's first bytes wait for it rather than go unread.
+    let relay = match pipes {
+        Some((mut rx, patterns, closed)) => {
+            let relay = Arc::new(
+                Relay::start(journal.clone(), patterns, closed).map_err(|e| {
+                    anyhow::anyhow!("the stdio relay could not take witness's stdin/stdout: {e}")
+                })?,
+            );
+            let r = relay.clone();
+            tokio::spawn(async move {
+                while let Some(p) = rx.recv().await {
+                    r.attach(p);
+                }
+            });
+            Some(relay)
+        }
+        None => None,
+    };
     journal.emit(Event::Settings(Settings {
         timers_s: args.supervise.timers_s(),
         ..Default::default()
     }));
+    let proxy = crate::observe::proxy::start(proxy, &journal)?;
     // The GPU check comes before the server starts, so `--gpu on` without a driver refuses
     // without having run anything; the samplers learn the server's pid once it exists.
     let state: Arc<OnceLock<watch::Receiver<State>>> = Arc::new(OnceLock::new());
@@ -72,7 +109,9 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
                 text: format!("{e:#}"),
             });
             finish(&journal, &args, "the server could not be started", None)?;
-            return Err(e);
+            return Err(e.context(crate::error::AlreadySaid(
+                "the server could not be started (the reason is in the note above)".into(),
+            )));
         }
     };
     if let Some(s) = target.state() {
@@ -102,7 +141,15 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
             }
         }
     };
+    crate::observe::proxy::stop(proxy).await;
     sampling.stop().await;
+    if let Some(relay) = relay {
+        // The last server's answers reach the client before witness ends; a grandchild holding its
+        // stdout open is not waited for long.
+        tokio::task::spawn_blocking(move || Relay::stop(&relay, RELAY_LINGER))
+            .await
+            .ok();
+    }
     if let Some(n) = reaper.map(Reaper::stop).filter(|n| *n > 0) {
         journal.emit(Event::Note {
             level: "info".into(),
@@ -139,6 +186,19 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         eprintln!("witness: warning: {e:#}; the server's output was passed through and its exit status {status} is kept");
     }
     Ok(status)
+}
+
+/// How long the relay waits, once the server is gone, for its stdout to be relayed to the end.
+const RELAY_LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether the child's stdin and stdout are relayed (and read) rather than handed over.
+fn relays(mode: StdinMode) -> bool {
+    match mode {
+        StdinMode::Relay => true,
+        StdinMode::Inherit => false,
+        // SAFETY: isatty only reads fd 0's state.
+        StdinMode::Auto => unsafe { libc::isatty(0) != 1 },
+    }
 }
 
 /// Whether witness let go of a container it did not own (rather than seeing it end).

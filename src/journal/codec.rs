@@ -27,6 +27,9 @@
 //! | `bb` | `body_bytes`             |                                                             |
 //! | `bc` | `body_cut`               | `true`, or absent                                           |
 //! | `og` | `origin` (merged journals) |                                                           |
+//! | `pc` | `connect_s`              | integer **µs**; absent when the request reused a connection (`pcs`: seconds, where µs would not give the same number back) |
+//! | `ph` | `headers_s`              | integer µs from the start to the response's headers (`phs`: seconds, likewise) |
+//! | `pt` | `handshake_s`            | integer µs of the new connection's TLS handshake; absent over plain HTTP and on a reused connection (`pts`: seconds, likewise) |
 //!
 //! Seconds on the run's clock are whole microseconds (what [`super::micros`] keeps), so they are
 //! written with at most six decimals; any other value is written in its shortest exact form.
@@ -82,6 +85,9 @@ fn encode_request(rec: &Record, out: &mut Vec<u8>) -> bool {
         detail,
         body_bytes,
         body_cut,
+        connect_s,
+        headers_s,
+        handshake_s,
     } = &rec.event
     else {
         return false;
@@ -96,6 +102,9 @@ fn encode_request(rec: &Record, out: &mut Vec<u8>) -> bool {
         *duration_s,
         scheduled_s.unwrap_or(0.0),
         limit,
+        connect_s.unwrap_or(0.0),
+        headers_s.unwrap_or(0.0),
+        handshake_s.unwrap_or(0.0),
     ]
     .iter()
     .all(|v| v.is_finite())
@@ -179,6 +188,22 @@ fn encode_request(rec: &Record, out: &mut Vec<u8>) -> bool {
     }
     if *body_cut {
         out.extend_from_slice(b",\"bc\":true");
+    }
+    // Phases in whole µs (what the client records): "ph":843 rather than "ph":0.000843.
+    for (key, v) in [("pc", connect_s), ("ph", headers_s), ("pt", handshake_s)] {
+        let Some(v) = v else { continue };
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(key.as_bytes());
+        match exact_micros(*v) {
+            Some(us) => {
+                out.extend_from_slice(b"\":");
+                write_i64(out, us);
+            }
+            None => {
+                out.extend_from_slice(b"s\":");
+                write_float(out, *v);
+            }
+        }
     }
     if let Some(o) = rec.origin {
         out.extend_from_slice(b",\"og\":");
@@ -433,6 +458,7 @@ fn decode_request(mut p: Parser) -> Result<Record, String> {
     let (mut o, mut phase, mut limit, mut x, mut reason) = (None, None, None, None, None);
     let (mut oc, mut status, mut sched, mut detail, mut bb, mut bc, mut og) =
         (None, None, None, None, None, false, None);
+    let (mut pc, mut ph, mut pt) = (None, None, None);
     loop {
         if p.eat(b'}') {
             break;
@@ -481,6 +507,12 @@ fn decode_request(mut p: Parser) -> Result<Record, String> {
                 _ => return Err("bc is not a boolean".into()),
             },
             b"og" => set(&mut og, int::<u16>(v)?, key)?,
+            b"pc" => set(&mut pc, int::<i64>(v)? as f64 / 1e6, key)?,
+            b"ph" => set(&mut ph, int::<i64>(v)? as f64 / 1e6, key)?,
+            b"pcs" => set(&mut pc, float(v)?, key)?,
+            b"phs" => set(&mut ph, float(v)?, key)?,
+            b"pt" => set(&mut pt, int::<i64>(v)? as f64 / 1e6, key)?,
+            b"pts" => set(&mut pt, float(v)?, key)?,
             _ => {
                 return Err(format!(
                     "unknown key {} in a compact request",
@@ -541,6 +573,9 @@ fn decode_request(mut p: Parser) -> Result<Record, String> {
             detail,
             body_bytes: bb,
             body_cut: bc,
+            connect_s: pc,
+            headers_s: ph,
+            handshake_s: pt,
         },
         origin: og,
     })
@@ -572,6 +607,9 @@ mod tests {
                 detail: None,
                 body_bytes: None,
                 body_cut: false,
+                connect_s: None,
+                headers_s: None,
+                handshake_s: None,
             },
             origin: None,
         }
@@ -594,12 +632,17 @@ mod tests {
             Closed,
             Local,
             Interrupted,
+            Cancelled,
+            Tls,
+            Goaway,
+            StreamReset,
             Other,
         ];
         for k in &all {
             match k {
                 ConnectRefused | Connect | Reset | ClosedBeforeResponse | Protocol | Http4xx
-                | Http5xx | Http3xx | Rpc | ToolError | Closed | Local | Interrupted | Other => {}
+                | Http5xx | Http3xx | Rpc | ToolError | Closed | Local | Interrupted
+                | Cancelled | Tls | Goaway | StreamReset | Other => {}
             }
         }
         all
@@ -807,6 +850,9 @@ mod tests {
             detail in proptest::option::of(".*"),
             body_bytes in proptest::option::of(any::<u64>()),
             body_cut in any::<bool>(),
+            connect_s in proptest::option::of(duration()),
+            headers_s in proptest::option::of(duration()),
+            handshake_s in proptest::option::of(duration()),
             origin in proptest::option::of(any::<u16>()),
         ) {
             let t_s = end.unwrap_or(super::super::micros(start_s + duration_s));
@@ -814,7 +860,7 @@ mod tests {
                 t_s,
                 event: Event::Request {
                     id, group, worker, start_s, duration_s, outcome, status, scheduled_s, detail,
-                    body_bytes, body_cut,
+                    body_bytes, body_cut, connect_s, headers_s, handshake_s,
                 },
                 origin,
             };

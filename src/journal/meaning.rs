@@ -51,9 +51,95 @@ pub fn signal_says(sig: i32) -> &'static str {
     }
 }
 
+/// The line of a failed start's output that says why, as a person would pick it: the exception
+/// ending a Python traceback, a panic's message, an address already in use, a line that names a
+/// fatal error. `logged`: the (label, line) pairs the log reader journalled, oldest first; `tail`:
+/// the raw last lines. None when no line stands out (the caller quotes the last).
+pub fn decisive_line(logged: &[(String, String)], tail: &[&str]) -> Option<String> {
+    const ENDS_TRACEBACK: &str = " (the exception ending a Python traceback)";
+    if let Some(l) = logged
+        .iter()
+        .rev()
+        .find_map(|(_, l)| l.strip_suffix(ENDS_TRACEBACK))
+    {
+        return Some(l.to_string());
+    }
+    if let Some((_, l)) = logged.iter().rev().find(|(label, _)| label == "panic") {
+        return Some(l.to_string());
+    }
+    let lower = |l: &str| l.to_ascii_lowercase();
+    let in_use = |l: &str| {
+        let l = lower(l);
+        l.contains("address already in use") || l.contains("eaddrinuse")
+    };
+    if let Some(l) = tail.iter().rev().find(|l| in_use(l)) {
+        return Some(l.trim().to_string());
+    }
+    // An exception line the reader did not label: "NameError: …" at the start of a line.
+    let exception = |l: &&&str| {
+        let head = l.split(": ").next().unwrap_or("");
+        !l.starts_with(' ')
+            && l.contains(": ")
+            && !head.is_empty()
+            && head
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            && (head.ends_with("Error") || head.ends_with("Exception"))
+    };
+    if let Some(l) = tail.iter().rev().find(exception) {
+        return Some(l.to_string());
+    }
+    let fatal = |l: &str| {
+        let l = lower(l);
+        l.contains("panicked at") || l.contains("fatal") || l.contains("error:")
+    };
+    tail.iter()
+        .rev()
+        .find(|l| fatal(l))
+        .map(|l| l.trim().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_decisive_line_is_the_exception_not_the_last_words() {
+        let logged = vec![
+            ("traceback".to_string(), "Traceback (most recent call last):".to_string()),
+            (
+                "traceback".to_string(),
+                "ModuleNotFoundError: No module named 'packaging' (the exception ending a Python traceback)"
+                    .to_string(),
+            ),
+            ("exit".to_string(), "[ERROR] Shutting down: Master".to_string()),
+        ];
+        let tail = [
+            "[ERROR] Shutting down: Master",
+            "[ERROR] Reason: Worker failed to boot.",
+        ];
+        assert_eq!(
+            decisive_line(&logged, &tail).as_deref(),
+            Some("ModuleNotFoundError: No module named 'packaging'")
+        );
+        let tail = [
+            "listening",
+            "Error: listen EADDRINUSE: address already in use :::8080",
+            "  at x",
+        ];
+        assert_eq!(
+            decisive_line(&[], &tail).as_deref(),
+            Some("Error: listen EADDRINUSE: address already in use :::8080")
+        );
+        let panic = vec![(
+            "panic".to_string(),
+            "thread 'main' panicked at src/main.rs:3:5: no config".to_string(),
+        )];
+        assert!(decisive_line(&panic, &["note: run with RUST_BACKTRACE=1"])
+            .unwrap()
+            .contains("no config"));
+        assert_eq!(decisive_line(&[], &["bye"]), None);
+    }
 
     #[test]
     fn exit_137_is_not_called_an_oom_kill() {

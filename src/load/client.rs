@@ -50,16 +50,52 @@ pub struct Sent {
     pub body_bytes: Option<u64>,
     /// The body was longer than `Limits::max_body`: counted, not kept.
     pub body_cut: bool,
+    /// How long opening a new connection took (None: the request went on a kept-alive one).
+    pub connect_s: Option<f64>,
+    /// From `start` to the response's headers.
+    pub headers_s: Option<f64>,
+    /// How long the new connection's TLS handshake took (None: plain HTTP, or a kept-alive one).
+    pub handshake_s: Option<f64>,
 }
 
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+pub type HttpClient = Client<Counting, Full<Bytes>>;
 
 /// The connector the client uses; the connect floor times the very same one.
 pub fn connector(connect_timeout: Duration) -> HttpConnector {
     let mut c = HttpConnector::new();
     c.set_nodelay(true);
+    // https:// too: the TLS handshake is [`Counting`]'s, after the TCP connect.
+    c.enforce_http(false);
     c.set_connect_timeout(Some(connect_timeout));
     c
+}
+
+/// The connector the client uses, each connection it makes counted in [`held`] while it is open.
+pub fn counted(connect_timeout: Duration) -> Counting {
+    Counting {
+        tcp: connector(connect_timeout),
+        h2: false,
+        count: true,
+    }
+}
+
+/// [`counted`] without the count: for what is not a connection to the server under test's load
+/// (the soak's gauges and checks), https:// included.
+pub fn uncounted(connect_timeout: Duration) -> Counting {
+    Counting {
+        tcp: connector(connect_timeout),
+        h2: false,
+        count: false,
+    }
+}
+
+/// [`counted`], offering HTTP/2 by ALPN on an https:// connection (`--http2`).
+pub fn counted_h2(connect_timeout: Duration) -> Counting {
+    Counting {
+        tcp: connector(connect_timeout),
+        h2: true,
+        count: true,
+    }
 }
 
 /// One pooled keep-alive client for all workers (one connection per concurrent worker).
@@ -67,7 +103,187 @@ pub fn client(limits: Limits, pool: usize) -> HttpClient {
     Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(pool.max(1))
         .pool_idle_timeout(Duration::from_secs(90))
-        .build(connector(limits.connect))
+        .build(counted(limits.connect))
+}
+
+/// The connections to the server witness itself holds open right now (the load's, the probes'),
+/// and the most it held at once since [`held::mark`]: "never be the load", counted. One atomic add
+/// per connection opened or closed, nothing per request.
+pub mod held {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    static OPEN: AtomicU32 = AtomicU32::new(0);
+    static PEAK: AtomicU32 = AtomicU32::new(0);
+
+    pub(super) fn opened() {
+        let now = OPEN.fetch_add(1, Ordering::SeqCst) + 1;
+        PEAK.fetch_max(now, Ordering::SeqCst);
+    }
+
+    pub(super) fn closed() {
+        let _ = OPEN.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// How many are open now.
+    pub fn now() -> u32 {
+        OPEN.load(Ordering::SeqCst)
+    }
+
+    /// Starts a new span (a level): its peak begins at what is open now.
+    pub fn mark() {
+        PEAK.store(now(), Ordering::SeqCst);
+    }
+
+    /// The most held at once since the last [`mark`].
+    pub fn peak() -> u32 {
+        PEAK.load(Ordering::SeqCst)
+    }
+}
+
+/// [`connector`], counting every connection it makes while it stays open; for an https:// URL it
+/// also makes the TLS handshake, timed apart from the TCP connect.
+#[derive(Clone)]
+pub struct Counting {
+    tcp: HttpConnector,
+    /// Offer HTTP/2 first by ALPN.
+    h2: bool,
+    /// Counted in [`held`].
+    count: bool,
+}
+
+pub type Io = super::tls::Io;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower_service::Service<Uri> for Counting {
+    type Response = Counted<Io>;
+    type Error = BoxError;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Counted<Io>, BoxError>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        tower_service::Service::poll_ready(&mut self.tcp, cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let https = uri.scheme_str() == Some("https");
+        let host = uri.host().unwrap_or("").to_string();
+        let h2 = self.h2;
+        let count = self.count;
+        let opening = Instant::now();
+        let connecting = tower_service::Service::call(&mut self.tcp, uri);
+        Box::pin(async move {
+            let io = connecting.await?;
+            let connect = opening.elapsed();
+            if count {
+                held::opened();
+            }
+            if !https {
+                return Ok(Counted {
+                    io: Io::Plain(io),
+                    connect,
+                    handshake: None,
+                    count,
+                });
+            }
+            let shaking = Instant::now();
+            match super::tls::handshake(io.into_inner(), &host, h2).await {
+                Ok(s) => Ok(Counted {
+                    io: Io::Tls(Box::new(hyper_util::rt::TokioIo::new(s))),
+                    connect,
+                    handshake: Some(shaking.elapsed()),
+                    count,
+                }),
+                Err(e) => {
+                    if count {
+                        held::closed();
+                    }
+                    Err(e.into())
+                }
+            }
+        })
+    }
+}
+
+/// A connection witness holds, counted in [`held`] until it is dropped; with how long its TCP
+/// connect and its TLS handshake (https only) took.
+pub struct Counted<T> {
+    io: T,
+    pub connect: Duration,
+    pub handshake: Option<Duration>,
+    count: bool,
+}
+
+impl Counted<Io> {
+    /// The TCP stream itself (to close it gracefully).
+    pub fn tcp(&mut self) -> &mut tokio::net::TcpStream {
+        self.io.tcp()
+    }
+
+    /// Whether HTTP/2 was agreed by ALPN.
+    pub fn h2(&self) -> bool {
+        self.io.h2()
+    }
+}
+
+impl<T> Drop for Counted<T> {
+    fn drop(&mut self) {
+        if self.count {
+            held::closed();
+        }
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Counted<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Counted<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+}
+
+impl<T: hyper_util::client::legacy::connect::Connection>
+    hyper_util::client::legacy::connect::Connection for Counted<T>
+{
+    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
+        self.io.connected()
+    }
 }
 
 /// Sends one request and records its single outcome.
@@ -98,26 +314,87 @@ pub async fn send(
                 detail: Some(format!("could not build the request: {e}")),
                 body_bytes: None,
                 body_cut: false,
+                connect_s: None,
+                headers_s: None,
+                handshake_s: None,
             }
         }
     };
     // What arrived before a timeout dropped the work: the status, and how much body.
     let seen_status = AtomicU32::new(0);
     let seen_bytes = AtomicU64::new(0);
+    let phases = Phases::default();
     let work = async {
         let resp = client.request(req).await.map_err(Failure::Client)?;
+        phases.headers(start);
         take_response(resp, limits, &seen_status, &seen_bytes).await
     };
     let res = tokio::time::timeout(limits.whole, work).await;
     let end = Instant::now();
-    finish(start, end, res, &seen_status, &seen_bytes, limits, rej)
+    let mut s = finish(start, end, res, &seen_status, &seen_bytes, limits, rej);
+    // The pool hides whether it opened a connection: only the time to headers is known.
+    (s.connect_s, s.headers_s) = (None, phases.headers_s());
+    s
 }
 
-type Work = Result<Result<(u16, Vec<u8>, u64), Failure>, tokio::time::error::Elapsed>;
+/// A request's phases as they happen, kept where a timeout dropping the work still finds them
+/// (atomics, so the future stays `Send`): the connect when a new connection was opened, the time
+/// from the start to the response's headers. Zero bits: not reached.
+#[derive(Default)]
+pub struct Phases {
+    connect: AtomicU64,
+    headers: AtomicU64,
+    handshake: AtomicU64,
+}
+
+impl Phases {
+    fn set(cell: &AtomicU64, d: Duration) {
+        // At least 1 µs, so that a phase reached is never read back as "not reached".
+        let s = crate::journal::micros(d.as_secs_f64()).max(1e-6);
+        cell.store(s.to_bits(), Ordering::Relaxed);
+    }
+
+    fn get(cell: &AtomicU64) -> Option<f64> {
+        match cell.load(Ordering::Relaxed) {
+            0 => None,
+            b => Some(f64::from_bits(b)),
+        }
+    }
+
+    pub fn connected(&self, took: Duration) {
+        Self::set(&self.connect, took);
+    }
+
+    /// A new connection's phases: its TCP connect and (https) its TLS handshake.
+    pub fn opened<T>(&self, c: &Counted<T>) {
+        self.connected(c.connect);
+        if let Some(h) = c.handshake {
+            Self::set(&self.handshake, h);
+        }
+    }
+
+    pub fn handshake_s(&self) -> Option<f64> {
+        Self::get(&self.handshake)
+    }
+
+    pub fn headers(&self, start: Instant) {
+        Self::set(&self.headers, start.elapsed());
+    }
+
+    pub fn connect_s(&self) -> Option<f64> {
+        Self::get(&self.connect)
+    }
+
+    pub fn headers_s(&self) -> Option<f64> {
+        Self::get(&self.headers)
+    }
+}
+
+pub(super) type Work = Result<Result<(u16, Vec<u8>, u64), Failure>, tokio::time::error::Elapsed>;
 
 /// One outcome from what the work came to: the harness's timeout, the server's answer, or a
 /// failure (with the status and body count seen before it).
-fn finish(
+pub(super) fn finish(
     start: Instant,
     end: Instant,
     res: Work,
@@ -166,6 +443,23 @@ fn finish(
         detail,
         body_bytes: bytes,
         body_cut,
+        connect_s: None,
+        headers_s: None,
+        handshake_s: None,
+    }
+}
+
+/// Points a request made for a connection of witness's own at `url` in origin form: the path and
+/// query on the request line, the authority in `Host` (unless the request already has one).
+pub fn origin_form<B>(req: &mut hyper::Request<B>, url: &Uri) {
+    *req.uri_mut() = url
+        .path_and_query()
+        .and_then(|p| Uri::try_from(p.as_str()).ok())
+        .unwrap_or_else(|| Uri::from_static("/"));
+    if let Some(host) = url.authority() {
+        if let Ok(v) = hyper::header::HeaderValue::from_str(host.as_str()) {
+            req.headers_mut().entry(hyper::header::HOST).or_insert(v);
+        }
     }
 }
 
@@ -175,7 +469,7 @@ fn finish(
 pub struct Prepared {
     method: Method,
     /// Where to connect: the spec's URI (scheme and authority).
-    target: Uri,
+    pub(super) target: Uri,
     /// What the request line carries: the path and query (the authority for CONNECT).
     line: Uri,
     headers: HeaderMap,
@@ -217,6 +511,15 @@ impl Prepared {
         }
     }
 
+    /// The request as HTTP/2 sends it: the whole URI (its scheme and authority become the
+    /// `:scheme` and `:authority` pseudo-headers), no `Host` header.
+    pub(super) fn request_h2(&self) -> hyper::Request<Full<Bytes>> {
+        let mut req = self.request();
+        *req.uri_mut() = self.target.clone();
+        req.headers_mut().remove(hyper::header::HOST);
+        req
+    }
+
     fn request(&self) -> hyper::Request<Full<Bytes>> {
         let mut req = hyper::Request::new(Full::new(self.body.clone()));
         *req.method_mut() = self.method.clone();
@@ -230,7 +533,7 @@ impl Prepared {
 /// runtime, no pool to check out of per request. Connected on first use, and again after the
 /// server closed it or a request on it failed or timed out (what the pooled client does too).
 pub struct Conn {
-    connector: HttpConnector,
+    connector: Counting,
     live: Option<Live>,
 }
 
@@ -248,13 +551,14 @@ impl Drop for Live {
 impl Conn {
     pub fn new(limits: Limits) -> Self {
         Self {
-            connector: connector(limits.connect),
+            connector: counted(limits.connect),
             live: None,
         }
     }
 
     /// A connection ready for a request, and whether it served one before.
-    async fn ready(&mut self, target: &Uri) -> Result<(&mut Live, bool), Failure> {
+    /// A new connection's connect time goes into `phases`.
+    async fn ready(&mut self, target: &Uri, phases: &Phases) -> Result<(&mut Live, bool), Failure> {
         use tower_service::Service;
         let mut reused = false;
         if let Some(live) = self.live.as_mut() {
@@ -267,7 +571,8 @@ impl Conn {
                 .connector
                 .call(target.clone())
                 .await
-                .map_err(|e| Failure::Connect(e.into()))?;
+                .map_err(Failure::Connect)?;
+            phases.opened(&io);
             let (sender, conn) = hyper::client::conn::http1::handshake(io)
                 .await
                 .map_err(Failure::Request)?;
@@ -295,12 +600,16 @@ pub async fn send_on(
 ) -> Sent {
     let seen_status = AtomicU32::new(0);
     let seen_bytes = AtomicU64::new(0);
+    let phases = Phases::default();
     let work = async {
         let mut retried = false;
         let resp = loop {
-            let (live, reused) = conn.ready(&req.target).await?;
+            let (live, reused) = conn.ready(&req.target, &phases).await?;
             match live.sender.try_send_request(req.request()).await {
-                Ok(resp) => break resp,
+                Ok(resp) => {
+                    phases.headers(start);
+                    break resp;
+                }
                 Err(mut e) => {
                     conn.live = None;
                     // Canceled before it was written on a kept-alive connection the server was
@@ -321,12 +630,15 @@ pub async fn send_on(
         // Whatever is left on it (a late answer, a half-read body) is nobody's: a new one next.
         conn.live = None;
     }
-    finish(start, end, res, &seen_status, &seen_bytes, limits, rej)
+    let mut s = finish(start, end, res, &seen_status, &seen_bytes, limits, rej);
+    (s.connect_s, s.headers_s) = (phases.connect_s(), phases.headers_s());
+    s.handshake_s = phases.handshake_s();
+    s
 }
 
 /// A response's status and body (at most `limits.max_body` kept, all of it counted), noting both in
 /// `seen_*` as they arrive so that a timeout dropping this still knows how far it got.
-async fn take_response(
+pub(super) async fn take_response(
     resp: hyper::Response<hyper::body::Incoming>,
     limits: Limits,
     seen_status: &AtomicU32,
@@ -372,7 +684,7 @@ where
     Ok((kept, total))
 }
 
-enum Failure {
+pub(super) enum Failure {
     /// The pooled client's error (connect and request alike).
     Client(hyper_util::client::legacy::Error),
     /// A worker's own connection could not be made.
@@ -420,6 +732,11 @@ fn client_failure(
             error: ErrorKind::Local,
             status: None,
         }
+    } else if super::tls::is_tls(e) {
+        Outcome::Error {
+            error: ErrorKind::Tls,
+            status: None,
+        }
     } else if connect {
         match io {
             Some(std::io::ErrorKind::TimedOut) => Outcome::Timeout {
@@ -445,11 +762,20 @@ fn client_failure(
             status: None,
         }
     };
-    (outcome, None, text)
+    (outcome, None, h2_words(e).unwrap_or(text))
 }
 
-fn hyper_kind(e: &(dyn std::error::Error + 'static), io: Option<std::io::ErrorKind>) -> ErrorKind {
+pub(crate) fn hyper_kind(
+    e: &(dyn std::error::Error + 'static),
+    io: Option<std::io::ErrorKind>,
+) -> ErrorKind {
     use std::io::ErrorKind as Io;
+    if super::tls::is_tls(e) {
+        return ErrorKind::Tls;
+    }
+    if let Some(kind) = h2_kind(e) {
+        return kind;
+    }
     if matches!(
         io,
         Some(Io::ConnectionReset | Io::BrokenPipe | Io::ConnectionAborted)
@@ -469,6 +795,50 @@ fn hyper_kind(e: &(dyn std::error::Error + 'static), io: Option<std::io::ErrorKi
         cur = c.source();
     }
     ErrorKind::Other
+}
+
+/// HTTP/2: the server's GOAWAY or RST_STREAM, each an error of its own kind.
+fn h2_kind(e: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if let Some(h) = c.downcast_ref::<h2::Error>() {
+            if h.is_go_away() && h.is_remote() {
+                return Some(ErrorKind::Goaway);
+            }
+            if h.is_reset() && h.is_remote() {
+                return Some(ErrorKind::StreamReset);
+            }
+        }
+        cur = c.source();
+    }
+    None
+}
+
+/// What the server did, in words, when it was HTTP/2's GOAWAY or RST_STREAM (with its reason).
+fn h2_words(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if let Some(h) = c.downcast_ref::<h2::Error>() {
+            let reason = h.reason().map(|r| format!("{r:?}")).unwrap_or_default();
+            if h.is_go_away() && h.is_remote() {
+                let why = if h.reason() == Some(h2::Reason::NO_ERROR) {
+                    "it is closing the connection gracefully (nginx does after keepalive_requests)"
+                } else {
+                    "it ended the connection on an error (the request's frames or headers, or a limit of its own)"
+                };
+                return Some(format!(
+                    "the server sent GOAWAY ({reason}) before it processed this stream: {why}; the stream was not answered"
+                ));
+            }
+            if h.is_reset() && h.is_remote() {
+                return Some(format!(
+                    "the server reset this stream (RST_STREAM: {reason})"
+                ));
+            }
+        }
+        cur = c.source();
+    }
+    None
 }
 
 /// witness's own resources ran out (file descriptors, memory, local ports): its failure, never the
@@ -499,7 +869,7 @@ pub fn is_local(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-fn io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
+pub(crate) fn io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cur {
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
@@ -511,7 +881,7 @@ fn io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> 
 }
 
 /// The whole cause chain in one line.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -527,6 +897,46 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tls_failure_is_its_own_error_kind_never_a_timeout_or_a_connect_failure() {
+        // A handshake that failed on the certificate, as the connector hands it over.
+        let shake: BoxError = Box::new(super::super::tls::TlsFailure {
+            host: "127.0.0.1".into(),
+            why: "the TLS certificate of 127.0.0.1 is not trusted: unknown issuer".into(),
+            certificate: true,
+        });
+        let (o, _, text) = client_failure(&*shake, true, test_limits());
+        assert_eq!(
+            o,
+            Outcome::Error {
+                error: ErrorKind::Tls,
+                status: None
+            }
+        );
+        assert!(
+            text.contains("unknown issuer") && text.contains("--cacert"),
+            "{text}"
+        );
+        // Mid-stream: rustls's error inside the I/O error the stream returned (a bad record, an
+        // alert), even one whose words say "timed out".
+        let mid = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::AlertReceived(rustls::AlertDescription::BadRecordMac),
+        );
+        assert_eq!(hyper_kind(&mid, io_kind(&mid)), ErrorKind::Tls);
+        let (o, _, _) = client_failure(&mid, true, test_limits());
+        assert!(
+            matches!(
+                o,
+                Outcome::Error {
+                    error: ErrorKind::Tls,
+                    ..
+                }
+            ),
+            "{o:?}"
+        );
+    }
 
     #[test]
     fn running_out_of_file_descriptors_is_witness_s_own_failure() {
@@ -575,19 +985,27 @@ mod tests {
         port
     }
 
-    async fn ten_on_one_conn(port: u16) -> Vec<Outcome> {
-        let limits = Limits {
+    fn test_limits() -> Limits {
+        Limits {
             connect: Duration::from_secs(5),
             whole: Duration::from_secs(10),
             max_body: 1024,
-        };
-        let spec = RequestSpec {
+        }
+    }
+
+    /// A plain GET of `url`, no headers, no body.
+    fn get(url: &str) -> RequestSpec {
+        RequestSpec {
             method: Method::GET,
-            uri: format!("http://127.0.0.1:{port}/x?y=1").parse().unwrap(),
+            uri: url.parse().unwrap(),
             headers: HeaderMap::new(),
             body: Bytes::new(),
-        };
-        let req = Prepared::new(&spec);
+        }
+    }
+
+    async fn ten_on_one_conn(port: u16) -> Vec<Outcome> {
+        let limits = test_limits();
+        let req = Prepared::new(&get(&format!("http://127.0.0.1:{port}/x?y=1")));
         let mut conn = Conn::new(limits);
         let mut out = Vec::new();
         for _ in 0..10 {
@@ -602,6 +1020,37 @@ mod tests {
             out.push(s.outcome);
         }
         out
+    }
+
+    #[tokio::test]
+    async fn a_request_s_phases_name_its_new_connections_and_its_time_to_headers() {
+        let port = closing_server(3, true);
+        let limits = test_limits();
+        let spec = get(&format!("http://127.0.0.1:{port}/"));
+        let req = Prepared::new(&spec);
+        let mut conn = Conn::new(limits);
+        for i in 0..7 {
+            let s = send_on(
+                &mut conn,
+                &req,
+                limits,
+                &Rejection::default(),
+                Instant::now(),
+            )
+            .await;
+            assert_eq!(s.outcome, Outcome::Ok);
+            // Three answers per connection: the first of each three opened one.
+            assert_eq!(s.connect_s.is_some(), i % 3 == 0, "request {i}: {s:?}");
+            let d = s.end.duration_since(s.start).as_secs_f64();
+            let h = s.headers_s.expect("headers arrived");
+            assert!(h > 0.0 && h <= d + 1e-6, "{h} vs {d}");
+            assert!(s.connect_s.unwrap_or(0.0) <= h, "{s:?}");
+            assert_eq!(h, crate::journal::micros(h));
+        }
+        let pooled = client(limits, 1);
+        let s = send(&pooled, &spec, limits, &Rejection::default()).await;
+        assert_eq!(s.outcome, Outcome::Ok);
+        assert!(s.headers_s.is_some() && s.connect_s.is_none(), "{s:?}");
     }
 
     #[tokio::test]

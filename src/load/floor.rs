@@ -1,7 +1,9 @@
 //! The connect floor: before any level, time plain TCP connects to the target, through the very
 //! connector the load client uses. If the median exceeds `--max-connect-floor`, every latency would
-//! carry the harness's own connect cost (the seed's `localhost` → ::1 first, ~2 s per request), so
+//! carry the harness's own connect cost (`localhost` resolving to ::1 first: the soak whose every request waited ~2 s for the IPv6 connect), so
 //! witness refuses to run. For a host name, every resolved address is timed too, to name the fix.
+//! Over https each connect is followed by a TLS handshake, timed apart (the floor of the handshake
+//! phase), and a certificate witness does not trust is found here, before any load.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -24,6 +26,10 @@ pub struct Floor {
     pub median_ms: Option<f64>,
     pub addrs: Vec<AddrFloor>,
     pub advice: Option<String>,
+    /// https: the median TLS handshake after a connect.
+    pub handshake_ms: Option<f64>,
+    /// https: the handshake failed (a certificate witness does not trust, or no handshake at all).
+    pub tls: Option<super::tls::TlsFailure>,
 }
 
 /// Per-connect limit: generous next to the floor allowed, but bounded so a stalled listener is
@@ -38,7 +44,8 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
         .unwrap_or("")
         .trim_matches(['[', ']'])
         .to_string();
-    let port = uri.port_u16().unwrap_or(80);
+    let https = uri.scheme_str() == Some("https");
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     let limit = attempt_limit(max_floor);
     // As the client connects: the same connector, the same resolution and fallback.
     let mut conn = super::client::connector(limit);
@@ -46,6 +53,8 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
         .parse()
         .unwrap_or_else(|_| uri.clone());
     let mut times = Vec::new();
+    let mut shakes = Vec::new();
+    let mut tls = None;
     let mut failed = 0u32;
     let mut closer = Closer::default();
     for _ in 0..ATTEMPTS {
@@ -53,6 +62,36 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
         let res = tokio::time::timeout(limit, conn.call(origin.clone())).await;
         let ms = t.elapsed().as_secs_f64() * 1000.0;
         match res {
+            Ok(Ok(io)) if https => {
+                times.push(ms);
+                let t = Instant::now();
+                let shook = tokio::time::timeout(
+                    limit,
+                    super::tls::handshake(io.into_inner(), uri.host().unwrap_or(""), false),
+                )
+                .await;
+                match shook {
+                    Ok(Ok(s)) => {
+                        shakes.push(t.elapsed().as_secs_f64() * 1000.0);
+                        closer.close(s.into_inner().0).await;
+                    }
+                    Ok(Err(e)) => {
+                        tls = Some(e);
+                        break;
+                    }
+                    Err(_) => {
+                        tls = Some(super::tls::TlsFailure {
+                            host: host.clone(),
+                            why: format!(
+                                "the TLS handshake with {host}:{port} did not finish within {} ms",
+                                limit.as_millis()
+                            ),
+                            certificate: false,
+                        });
+                        break;
+                    }
+                }
+            }
             Ok(Ok(io)) => {
                 times.push(ms);
                 closer.close(io.into_inner()).await;
@@ -73,6 +112,7 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
         }
     }
     let median_ms = (!times.is_empty()).then(|| median(&mut times));
+    let handshake_ms = (!shakes.is_empty()).then(|| median(&mut shakes));
 
     let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
         .await
@@ -89,6 +129,8 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
         median_ms,
         addrs,
         advice,
+        handshake_ms,
+        tls,
     }
 }
 

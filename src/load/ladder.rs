@@ -9,9 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hyper::Uri;
-
-use super::client::{self, Limits, RequestSpec};
+use super::client::{self, Limits};
+use super::gate::{self, Gate};
 use super::health::Health;
 use super::mcp::{McpTarget, ToolCall};
 use super::outcome::Rejection;
@@ -20,26 +19,23 @@ use crate::journal::{group_of_level, ErrorKind, Event, Identity, Journal, Outcom
 use crate::server::process::State;
 use crate::server::Target;
 
-/// The ladder's settings, validated.
-#[derive(Clone, Debug)]
-pub struct LadderConfig {
-    pub spec: RequestSpec,
-    pub health: Uri,
-    pub levels: Vec<u32>,
-    pub rounds: u32,
-    pub duration: Option<Duration>,
-    pub limits: Limits,
-    pub settle: Duration,
-    pub rejection: Rejection,
-    /// Tool calls instead of plain HTTP requests (`--mcp`); `spec` is then unused.
-    pub mcp: Option<(McpTarget, ToolCall)>,
-}
+pub use super::settings::{stopped, LadderConfig};
 
 /// How many requests a worker sends.
 #[derive(Clone, Copy)]
 enum Budget {
     Rounds(u32),
     Until(Instant),
+}
+
+impl Budget {
+    /// When the level stops sending, if it runs for a time.
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Budget::Until(t) => Some(t),
+            Budget::Rounds(_) => None,
+        }
+    }
 }
 
 /// How a level went, for the run's end line.
@@ -57,6 +53,41 @@ fn gone_for_good(target: &Target) -> Option<i32> {
     match &*target.state()?.borrow() {
         State::Finished { status } => Some(*status),
         _ => None,
+    }
+}
+
+/// "the server died (exit status 137)" in the lifecycle's words when it knows more than the status:
+/// "the server died (pid 7 was killed by the kernel OOM killer (OOMKilled, exit 137))".
+fn in_lifecycle_words(journal: &Journal, text: String) -> String {
+    let Some(rest) = text.split_once("died (exit status ").map(|x| x.1) else {
+        return text;
+    };
+    let Some(status) = rest.split(')').next().and_then(|n| n.parse::<i32>().ok()) else {
+        return text;
+    };
+    let how = journal
+        .lifecycle()
+        .into_iter()
+        .rev()
+        .find_map(|r| match r.event {
+            Event::Exit {
+                pid,
+                status: s,
+                oom_killed,
+                signal,
+                ..
+            } if s == status => match (oom_killed, signal) {
+                (Some(true), _) => Some(format!(
+                    "pid {pid} was killed by the kernel OOM killer (OOMKilled, exit {s})"
+                )),
+                (_, Some(sig)) => Some(format!("pid {pid} was killed by {sig} (exit {s})")),
+                _ => None,
+            },
+            _ => None,
+        });
+    match how {
+        Some(how) => text.replacen(&format!("(exit status {status})"), &format!("({how})"), 1),
+        None => text,
     }
 }
 
@@ -156,12 +187,14 @@ pub fn why_unhealthy_words(s: &Seen) -> String {
 /// Runs one level; returns when its LevelEnd is journalled. `previous`: who the server was when
 /// the last level (or the ladder) began, to tell a restart or a replacement from a wedge.
 /// With `live` (stderr is a terminal) a progress line shows elapsed time, outcomes so far and
-/// requests in flight while it runs.
+/// requests in flight while it runs. `rate`: an open-loop level at this arrival rate (its
+/// `concurrency` is then the in-flight cap), sent by [`super::open`].
 #[allow(clippy::too_many_arguments)]
 pub async fn run_level(
     cfg: &LadderConfig,
     index: u32,
     concurrency: u32,
+    rate: Option<f64>,
     target: &Target,
     prober: &Health,
     journal: &Journal,
@@ -173,7 +206,10 @@ pub async fn run_level(
     let before = prober.probe_journalled(journal, "before").await;
     let identity = target.identity();
     if !before.healthy() {
-        let why = why_unhealthy(target, &before.text(), previous, identity.as_ref());
+        let why = in_lifecycle_words(
+            journal,
+            why_unhealthy(target, &before.text(), previous, identity.as_ref()),
+        );
         journal.emit(Event::LevelStart {
             index,
             concurrency,
@@ -181,10 +217,15 @@ pub async fn run_level(
             identity,
             skipped: Some(why.clone()),
         });
+        rate_level(cfg, journal, index, rate);
         // A server coming back from a restart gets the settle time before the next level's probe.
         tokio::time::sleep(cfg.settle).await;
         return LevelRun::Skipped(why);
     }
+    // witness is never the load: the probe's connection is closed for the level (the after-probe
+    // opens one again), so level n holds n connections to the server, counted from here.
+    prober.close().await;
+    client::held::mark();
     journal.emit(Event::LevelStart {
         index,
         concurrency,
@@ -192,17 +233,53 @@ pub async fn run_level(
         identity,
         skipped: None,
     });
+    rate_level(cfg, journal, index, rate);
+    listen(cfg, journal, index, "before");
     let budget = match cfg.duration {
         Some(d) => Budget::Until(Instant::now() + d),
         None => Budget::Rounds(cfg.rounds),
     };
-    let progress = LevelProgress::start(live, index, concurrency);
-    let mut not_sent = 0u64;
-    if let Some((mcp, call)) = &cfg.mcp {
-        run_mcp_workers(mcp, call, budget, concurrency, index, journal, ids, stop).await;
+    let what = match rate {
+        Some(r) => crate::journal::rate_words(r),
+        None => format!("n={concurrency}"),
+    };
+    let progress = LevelProgress::start(live, index, what);
+    let mut spoke: Option<Box<dyn FnOnce() -> String + Send>> = None;
+    let open = cfg.open.as_ref().zip(rate);
+    let not_sent = if let Some((open, rate)) = open {
+        let tally = progress.is_live().then(|| progress.tally.clone());
+        super::open::run_rate_level(cfg, open, rate, index, target, journal, ids, tally, stop).await
+    } else if let Some((mcp, call)) = &cfg.mcp {
+        if let McpTarget::Http(uri) = mcp {
+            let tls = uri.scheme_str() == Some("https");
+            let words = match (call.http2, tls) {
+                (true, true) => "MCP over HTTP/2 over TLS (ALPN h2), a connection per session",
+                (true, false) => "MCP over HTTP/2 cleartext (h2c), a connection per session",
+                (false, true) => "MCP over HTTP/1.1 over TLS",
+                (false, false) => "MCP over HTTP/1.1",
+            };
+            spoke = Some(Box::new(move || words.to_string()));
+        }
+        run_mcp_workers(
+            mcp,
+            call,
+            budget,
+            concurrency,
+            index,
+            target,
+            journal,
+            ids,
+            stop,
+        )
+        .await
     } else {
-        not_sent = run_http_workers(
+        let pool = cfg
+            .http2
+            .map(|c| Arc::new(super::h2::Pool::new(cfg.limits, c.min(concurrency))));
+        spoke = Some(protocol(cfg, pool.as_deref()));
+        run_http_workers(
             cfg,
+            pool,
             budget,
             concurrency,
             index,
@@ -212,28 +289,80 @@ pub async fn run_level(
             &progress,
             stop,
         )
-        .await;
-    }
+        .await
+    };
     progress.finish();
+    listen(cfg, journal, index, "after");
+    // The most connections witness held while the level's load ran (the probes' are closed).
+    let held = client::held::peak();
     if *stop.borrow() {
         return LevelRun::Stopped("witness was stopped during this level".into());
     }
     let stopped = gone_for_good(target).map(|status| {
-        format!("the server died (exit status {status}) and nothing restarts it: the level stopped sending")
+        in_lifecycle_words(
+            journal,
+            format!("the server died (exit status {status}) and nothing restarts it: the level stopped sending"),
+        )
     });
     tokio::time::sleep(cfg.settle).await;
     let after = prober.probe_journalled(journal, "after").await;
+    // Over stdio witness holds a pipe, not connections.
+    let stdio = matches!(&cfg.mcp, Some((McpTarget::Stdio(_), _)));
     journal.emit(Event::LevelEnd {
         index,
         concurrency,
         health: after,
         identity: target.identity(),
         stopped: stopped.clone(),
-        not_sent: stopped.as_ref().map(|_| not_sent),
+        not_sent: (stopped.is_some() || not_sent > 0).then_some(not_sent),
+        held: (!stdio).then_some(held),
+        protocol: spoke.map(|s| s()),
     });
     match stopped {
         Some(why) => LevelRun::Stopped(why),
         None => LevelRun::Ran,
+    }
+}
+
+/// What a level's HTTP spoke, said once it ran (the connections it opened).
+fn protocol(
+    cfg: &LadderConfig,
+    pool: Option<&super::h2::Pool>,
+) -> Box<dyn FnOnce() -> String + Send> {
+    let tls = cfg.spec.uri.scheme_str() == Some("https");
+    match pool {
+        None => Box::new(move || if tls { "HTTP/1.1 over TLS" } else { "HTTP/1.1" }.to_string()),
+        Some(p) => {
+            let spoke = if tls {
+                super::h2::Spoke::Tls
+            } else {
+                super::h2::Spoke::Cleartext
+            };
+            let asked = cfg.http2.unwrap_or(1);
+            let n = p.opened_counter();
+            Box::new(move || {
+                let opened = n.load(Ordering::Relaxed);
+                format!(
+                    "{}: streams over {asked} connection{} ({opened} opened)",
+                    spoke.words(),
+                    if asked == 1 { "" } else { "s" }
+                )
+            })
+        }
+    }
+}
+
+/// An open-loop level's rate and schedule, journalled right after its start.
+fn rate_level(cfg: &LadderConfig, journal: &Journal, index: u32, rate: Option<f64>) {
+    if let (Some(open), Some(rate)) = (&cfg.open, rate) {
+        journal.emit(Event::RateLevel {
+            index,
+            rate_per_s: rate,
+            arrivals: open.arrivals.name().into(),
+            seed: open.seed,
+            max_in_flight: open.max_in_flight,
+            duration_s: open.duration.as_secs_f64(),
+        });
     }
 }
 
@@ -251,6 +380,8 @@ struct Shared {
     tally: Option<Arc<super::progress::Tally>>,
     dead: Option<tokio::sync::watch::Receiver<State>>,
     stop: tokio::sync::watch::Receiver<bool>,
+    /// `--http2`: the level's shared connections (else each worker has its own HTTP/1.1 one).
+    h2: Option<Arc<super::h2::Pool>>,
 }
 
 /// How many threads send a level's requests: one per core (as wrk and oha do), never more than
@@ -268,6 +399,7 @@ fn sender_threads(concurrency: u32) -> u32 {
 #[allow(clippy::too_many_arguments)]
 async fn run_http_workers(
     cfg: &LadderConfig,
+    h2: Option<Arc<super::h2::Pool>>,
     budget: Budget,
     concurrency: u32,
     index: u32,
@@ -290,10 +422,22 @@ async fn run_http_workers(
         // to a port nobody listens on measures nothing) and counts what it did not send.
         dead: target.state(),
         stop: stop.clone(),
+        h2,
     };
-    let threads = sender_threads(concurrency);
+    // HTTP/2's streams share connections whose tasks must outlive every worker using them: all on
+    // the main runtime.
+    let threads = if shared.h2.is_some() {
+        0
+    } else {
+        sender_threads(concurrency)
+    };
     let mut done = Vec::new();
     let mut here = tokio::task::JoinSet::new();
+    if threads == 0 {
+        for w in 0..concurrency {
+            here.spawn(http_worker(shared.clone(), w));
+        }
+    }
     for t in 0..threads {
         let mine: Vec<u32> = (t..concurrency).step_by(threads as usize).collect();
         let (tx, rx) = tokio::sync::oneshot::channel::<u64>();
@@ -355,6 +499,7 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
         tally,
         mut dead,
         mut stop,
+        h2,
     } = sh;
     let clock = journal.clock();
     let mut conn = client::Conn::new(limits);
@@ -368,14 +513,26 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
             Budget::Until(t) if now >= t => break,
             _ => {}
         }
-        if dead
-            .as_ref()
-            .is_some_and(|s| matches!(&*s.borrow(), State::Finished { .. }))
-        {
-            return match budget {
-                Budget::Rounds(r) => (r - sent) as u64,
-                Budget::Until(_) => 0,
+        // Never the harness's wait: while the server is down with a restart on its way, the
+        // request waits for the new process, and its clock starts then; past the level's end it
+        // is not sent.
+        if let Some(state) = dead.as_mut() {
+            let until = budget.deadline();
+            let gate = tokio::select! {
+                biased;
+                _ = stopped(&mut stop) => break,
+                g = gate::server_up(state, until) => g,
             };
+            match gate {
+                Gate::Go { .. } => {}
+                Gate::Expired => return 1,
+                Gate::Gone => {
+                    return match budget {
+                        Budget::Rounds(r) => (r - sent) as u64,
+                        Budget::Until(_) => 0,
+                    }
+                }
+            }
         }
         if let Some(t) = &tally {
             t.started();
@@ -383,7 +540,12 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
         let started = Instant::now();
         let s = tokio::select! {
             biased;
-            s = client::send_on(&mut conn, &req, limits, &rej, started) => s,
+            s = async {
+                match &h2 {
+                    Some(pool) => super::h2::send(pool, w, &req, limits, &rej, started).await,
+                    None => client::send_on(&mut conn, &req, limits, &rej, started).await,
+                }
+            } => s,
             _ = stopped(&mut stop) => {
                 let end = Instant::now();
                 journal.emit_at(
@@ -403,6 +565,9 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
                         detail: Some("in flight when witness stopped the run".into()),
                         body_bytes: None,
                         body_cut: false,
+                        connect_s: None,
+                        headers_s: None,
+                        handshake_s: None,
                     },
                 );
                 break;
@@ -463,7 +628,9 @@ async fn wait_for_supervisor(
 }
 
 /// MCP workers: each opens its session once (timed apart), then calls the tool back to back. Over
-/// stdio they share the process's one connection, so level n is n calls outstanding on it.
+/// stdio they share the process's one connection, so level n is n calls outstanding on it. Returns
+/// how many calls were not sent (the server died and nothing restarts it, or the level ended while
+/// it restarted).
 #[allow(clippy::too_many_arguments)]
 async fn run_mcp_workers(
     target: &McpTarget,
@@ -471,10 +638,11 @@ async fn run_mcp_workers(
     budget: Budget,
     concurrency: u32,
     index: u32,
+    server: &Target,
     journal: &Journal,
     ids: &Arc<AtomicU64>,
     stop: &tokio::sync::watch::Receiver<bool>,
-) {
+) -> u64 {
     let group: Arc<str> = group_of_level(index).into();
     let mut workers = tokio::task::JoinSet::new();
     for w in 0..concurrency {
@@ -483,8 +651,11 @@ async fn run_mcp_workers(
         let journal = journal.clone();
         let ids = ids.clone();
         let group = group.clone();
-        let stop = stop.clone();
+        let mut stop = stop.clone();
+        let mut state = server.state();
         workers.spawn(async move {
+            // Who the session was opened on: an HTTP session dies with its process.
+            let mut opened_on = state.as_ref().and_then(|s| s.borrow().identity());
             let mut session = target.open(w, &call, Some(&journal)).await;
             let mut sent = 0u32;
             loop {
@@ -494,13 +665,68 @@ async fn run_mcp_workers(
                     Budget::Until(t) if Instant::now() >= t => break,
                     _ => {}
                 }
+                // As for HTTP: a call waits for a restarted server before its clock starts.
+                if let Some(st) = state.as_mut() {
+                    let until = budget.deadline();
+                    let gate = tokio::select! {
+                        biased;
+                        _ = stopped(&mut stop) => break,
+                        g = gate::server_up(st, until) => g,
+                    };
+                    match gate {
+                        // The old process's HTTP session died with it (its calls would only be
+                        // refused as an unknown session, witness's doing): a new one on the new.
+                        Gate::Go { .. } => {
+                            let now_on = st.borrow().identity();
+                            if matches!(target, McpTarget::Http(_)) && now_on != opened_on {
+                                session = target.open(w, &call, Some(&journal)).await;
+                                opened_on = now_on;
+                                if !session.opened() {
+                                    // Not listening yet: tried again (after a moment) before
+                                    // the next call; this one goes and fails as it will.
+                                    opened_on = None;
+                                    let was = st.borrow().clone();
+                                    wait_for_supervisor(st, Duration::from_millis(250), |s| {
+                                        *s != was
+                                    })
+                                    .await;
+                                }
+                            }
+                        }
+                        Gate::Expired => return 1,
+                        Gate::Gone => {
+                            return match budget {
+                                Budget::Rounds(r) => (r - sent) as u64,
+                                Budget::Until(_) => 0,
+                            }
+                        }
+                    }
+                }
                 let s = session.call_tool(&call).await;
                 sent += 1;
+                // Nobody listens (the server is dying, or its new process not listening yet):
+                // wait a moment for the supervisor rather than hammer the port, as HTTP does.
+                let unreachable = matches!(
+                    &s.outcome,
+                    Outcome::Error {
+                        error: ErrorKind::Connect | ErrorKind::ConnectRefused,
+                        ..
+                    }
+                );
                 journal_exchange(&journal, &ids, &group, w, s);
+                if let (true, Some(st)) = (unreachable, state.as_mut()) {
+                    let changed = st.borrow().clone();
+                    wait_for_supervisor(st, Duration::from_millis(250), |s| *s != changed).await;
+                }
             }
+            0
         });
     }
-    while workers.join_next().await.is_some() {}
+    let mut not_sent = 0;
+    while let Some(n) = workers.join_next().await {
+        not_sent += n.unwrap_or(0);
+    }
+    not_sent
 }
 
 /// One exchange's record, HTTP or MCP alike: one outcome and one duration, stamped at its end.
@@ -520,15 +746,22 @@ fn journal_exchange(journal: &Journal, ids: &AtomicU64, group: &str, worker: u32
             detail: s.detail,
             body_bytes: s.body_bytes,
             body_cut: s.body_cut,
+            connect_s: s.connect_s,
+            headers_s: s.headers_s,
+            handshake_s: s.handshake_s,
         },
     );
 }
 
-/// Resolves once the run is told to stop (never, if the sender is gone without saying so).
-pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
-    if stop.wait_for(|s| *s).await.is_err() {
-        std::future::pending::<()>().await;
-    }
+/// The kernel's listen-queue counters and the target's listener, journalled for a level when the
+/// target is a TCP host and port (HTTP, MCP over HTTP): the evidence beside a SYN retransmission.
+fn listen(cfg: &LadderConfig, journal: &Journal, index: u32, when: &str) {
+    let uri = match &cfg.mcp {
+        Some((McpTarget::Http(u), _)) => Some(u),
+        Some((McpTarget::Stdio(_), _)) => None,
+        None => Some(&cfg.spec.uri),
+    };
+    crate::sample::listen::journal_listen(journal, index, when, uri);
 }
 
 #[cfg(test)]

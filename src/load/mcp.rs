@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Uri;
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, Mutex};
@@ -33,6 +31,9 @@ use crate::server::process::StdioPipes;
 
 /// How much of a tool's or error's text goes into a failure's detail.
 const DETAIL: usize = 200;
+/// How long an event stream's end is waited for after its answer (streamable HTTP), so its
+/// connection can be kept.
+const STREAM_END: Duration = Duration::from_millis(50);
 /// A protocol line longer than this (stdio) closes the connection instead of growing without bound.
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
@@ -50,6 +51,9 @@ pub struct ToolCall {
     /// Extra headers on every streamable HTTP request (`--header`, a soak kind's headers: an
     /// `Authorization` the server wants). Never journalled.
     pub headers: hyper::HeaderMap,
+    /// `--http2`: streamable HTTP over HTTP/2 (ALPN over TLS, prior knowledge in cleartext), one
+    /// connection per session.
+    pub http2: bool,
 }
 
 /// `--mcp-protocol`: None for the `initialize` revisions, the version for the sessionless one.
@@ -424,24 +428,32 @@ impl StdioLink {
     /// The live connection, opening a session on the newest pipes when the last one closed. Waits
     /// up to `limit` for a process (one restarting gets its backoff).
     async fn conn(&self, limit: Duration) -> Result<Arc<StdioConn>, Fail> {
-        let mut cur = self.current.lock().await;
+        let deadline = tokio::time::Instant::now() + limit;
+        // Another caller may hold the link while it waits (up to its own, longer limit) for a
+        // restarted process: that wait counts against this caller's limit too, so a health ping
+        // answers within its own (a dead server is unhealthy now, not when a call gives up).
+        let none = || {
+            Fail::Closed(format!(
+                "no running server to talk to within {}",
+                crate::journal::secs(limit.as_secs_f64())
+            ))
+        };
+        let mut cur = tokio::time::timeout_at(deadline, self.current.lock())
+            .await
+            .map_err(|_| none())?;
         if let Some(c) = cur.as_ref() {
             if !c.is_closed() {
                 return Ok(c.clone());
             }
         }
-        let deadline = tokio::time::Instant::now() + limit;
-        let mut rx = self.pipes.lock().await;
+        let mut rx = tokio::time::timeout_at(deadline, self.pipes.lock())
+            .await
+            .map_err(|_| none())?;
         loop {
             let p = match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some(p)) => p,
                 Ok(None) => return Err(Fail::Closed("the server is gone for good".into())),
-                Err(_) => {
-                    return Err(Fail::Closed(format!(
-                        "no running server to talk to within {}",
-                        crate::journal::secs(limit.as_secs_f64())
-                    )))
-                }
+                Err(_) => return Err(none()),
             };
             // Older pipes whose process already died are skipped for the newest.
             let conn = StdioConn::start(p);
@@ -477,11 +489,18 @@ fn session_journal(
 ) -> bool {
     let clock = journal.clock();
     let (ok, version, detail) = match &ex.reply {
+        // The version the server answered with, never the one witness asked for: `initialize`'s
+        // `protocolVersion`, or the asked revision when `server/discover` lists it among its
+        // `supportedVersions`.
         Ok(v) if v.get("result").is_some() => (
             true,
-            modern
-                .map(String::from)
-                .or_else(|| v["result"]["protocolVersion"].as_str().map(String::from)),
+            match modern {
+                Some(m) => v["result"]["supportedVersions"]
+                    .as_array()
+                    .and_then(|a| a.iter().filter_map(|x| x.as_str()).find(|x| *x == m))
+                    .map(String::from),
+                None => v["result"]["protocolVersion"].as_str().map(String::from),
+            },
             None,
         ),
         Ok(v) => (false, None, Some(clip(&v.to_string()))),
@@ -504,12 +523,52 @@ fn session_journal(
 
 // ---- streamable HTTP -----------------------------------------------------------------------------
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+/// A session's own HTTP/1 connection. Not a pool: a pooled client hands a connection back on
+/// another task after its response ends, so a call sent at once found none idle and opened a second
+/// (witness counted up to two per worker).
+struct OwnConn {
+    sender: Sender,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+/// A session's connection speaks HTTP/1.1, or HTTP/2 (`--http2`).
+enum Sender {
+    H1(hyper::client::conn::http1::SendRequest<Full<Bytes>>),
+    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+type Tried = Result<
+    hyper::Response<hyper::body::Incoming>,
+    hyper::client::conn::TrySendError<hyper::Request<Full<Bytes>>>,
+>;
+
+impl Sender {
+    async fn ready(&mut self) -> hyper::Result<()> {
+        match self {
+            Sender::H1(s) => s.ready().await,
+            Sender::H2(s) => s.ready().await,
+        }
+    }
+
+    async fn try_send(&mut self, req: hyper::Request<Full<Bytes>>) -> Tried {
+        match self {
+            Sender::H1(s) => s.try_send_request(req).await,
+            Sender::H2(s) => s.try_send_request(req).await,
+        }
+    }
+}
+
+impl Drop for OwnConn {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
 
 /// One streamable HTTP session: its own connection, its `Mcp-Session-Id` (when the server keeps
 /// sessions) and the negotiated revision, sent as `MCP-Protocol-Version` on every later request.
 pub struct HttpSession {
-    client: HttpClient,
+    connector: super::client::Counting,
+    conn: Mutex<Option<OwnConn>>,
     url: Uri,
     session_id: Option<String>,
     version: Option<String>,
@@ -518,17 +577,24 @@ pub struct HttpSession {
     /// The sessionless revision, when spoken: also the `MCP-Protocol-Version` from the start.
     modern: Option<String>,
     headers: hyper::HeaderMap,
+    /// Its handshake was answered (a failed one is tried again by the caller).
+    opened: bool,
+    /// HTTP/2 (`--http2`).
+    h2: bool,
 }
 
 impl HttpSession {
     fn new(url: Uri, call: &ToolCall) -> Self {
         let (limits, rejection, modern) =
             (call.limits, call.rejection.clone(), call.modern.clone());
-        let client = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(1)
-            .build(super::client::connector(limits.connect));
         Self {
-            client,
+            connector: if call.http2 {
+                super::client::counted_h2(limits.connect)
+            } else {
+                super::client::counted(limits.connect)
+            },
+            h2: call.http2,
+            conn: Mutex::new(None),
             url,
             session_id: None,
             version: modern.clone(),
@@ -536,6 +602,7 @@ impl HttpSession {
             rejection,
             modern,
             headers: call.headers.clone(),
+            opened: false,
         }
     }
 
@@ -572,11 +639,95 @@ impl HttpSession {
         })
     }
 
+    /// Sends one request on the session's connection (a new one when it is closed or broken; a
+    /// request the server's closing keep-alive connection never took is sent once more on a new
+    /// one, as a pool would).
+    async fn send(
+        &self,
+        mut req: hyper::Request<Full<Bytes>>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, Fail> {
+        use tower_service::Service;
+        let text = |e: &(dyn std::error::Error + 'static)| super::client::chain(e);
+        if self.h2 {
+            // HTTP/2 carries the scheme and authority as pseudo-headers: the whole URI, no Host.
+            *req.uri_mut() = self.url.clone();
+            req.headers_mut().remove(hyper::header::HOST);
+        } else {
+            super::client::origin_form(&mut req, &self.url);
+        }
+        let mut slot = self.conn.lock().await;
+        let mut retried = false;
+        loop {
+            let reused = match slot.as_mut() {
+                Some(c) => c.sender.ready().await.is_ok(),
+                None => false,
+            };
+            if !reused {
+                *slot = None;
+                let io = self
+                    .connector
+                    .clone()
+                    .call(self.url.clone())
+                    .await
+                    .map_err(|e| {
+                        let kind = if super::tls::is_tls(&*e) {
+                            ErrorKind::Tls
+                        } else {
+                            ErrorKind::Connect
+                        };
+                        Fail::Other(kind, text(&*e))
+                    })?;
+                let (mut sender, driver) = if self.h2 {
+                    if self.url.scheme_str() == Some("https") && !io.h2() {
+                        return Err(Fail::Other(
+                            ErrorKind::Protocol,
+                            "the server did not agree to HTTP/2 by ALPN (it answers HTTP/1.1 only): run without --http2".into(),
+                        ));
+                    }
+                    let (sender, conn) = hyper::client::conn::http2::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .handshake(io)
+                    .await
+                    .map_err(|e| Fail::Closed(text(&e)))?;
+                    let driver = tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                    (Sender::H2(sender), driver)
+                } else {
+                    let (sender, conn) = hyper::client::conn::http1::handshake(io)
+                        .await
+                        .map_err(|e| Fail::Closed(text(&e)))?;
+                    let driver = tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                    (Sender::H1(sender), driver)
+                };
+                sender.ready().await.map_err(|e| Fail::Closed(text(&e)))?;
+                *slot = Some(OwnConn { sender, driver });
+            }
+            let c = slot.as_mut().expect("connected");
+            match c.sender.try_send(req).await {
+                Ok(resp) => return Ok(resp),
+                Err(mut e) => {
+                    *slot = None;
+                    match e.take_message() {
+                        Some(back) if reused && !retried => {
+                            retried = true;
+                            req = back;
+                        }
+                        _ => return Err(Fail::Closed(text(e.error()))),
+                    }
+                }
+            }
+        }
+    }
+
     async fn notify(&self, method: &str, params: Value) {
         let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
         if let Ok(req) = self.post(&msg) {
             let work = async {
-                if let Ok(resp) = self.client.request(req).await {
+                if let Ok(resp) = self.send(req).await {
                     let _ = resp.into_body().collect().await;
                 }
             };
@@ -603,7 +754,16 @@ impl HttpSession {
         let end = Instant::now();
         let reply = match res {
             Err(_) => Err(Fail::Timeout),
-            Ok(Ok((v, sid))) => {
+            Ok(Ok((v, sid, rest))) => {
+                // The stream's end usually follows its answer at once: read it (after the clock
+                // stopped), so the connection is kept for the next call instead of a second one
+                // opened while this one closes.
+                if let Some(mut rest) = rest {
+                    let _ = tokio::time::timeout(STREAM_END, async {
+                        while let Some(Ok(_)) = rest.frame().await {}
+                    })
+                    .await;
+                }
                 if method == "initialize" && self.modern.is_none() {
                     self.session_id = sid;
                     self.version = v["result"]["protocolVersion"].as_str().map(String::from);
@@ -625,20 +785,8 @@ impl HttpSession {
         &self,
         req: hyper::Request<Full<Bytes>>,
         id: u64,
-    ) -> Result<(Value, Option<String>), Fail> {
-        let resp = self.client.request(req).await.map_err(|e| {
-            let text = format!(
-                "{e}: {}",
-                std::error::Error::source(&e)
-                    .map(|s| s.to_string())
-                    .unwrap_or_default()
-            );
-            if e.is_connect() {
-                Fail::Other(ErrorKind::Connect, text)
-            } else {
-                Fail::Closed(text)
-            }
-        })?;
+    ) -> Result<(Value, Option<String>, Option<hyper::body::Incoming>), Fail> {
+        let resp = self.send(req).await?;
         let status = resp.status().as_u16();
         let sid = resp
             .headers()
@@ -687,7 +835,7 @@ impl HttpSession {
                     ),
                 )
             })?;
-            return find_answer(v, id).map(|v| (v, sid)).ok_or_else(|| {
+            return find_answer(v, id).map(|v| (v, sid, None)).ok_or_else(|| {
                 Fail::Other(
                     ErrorKind::Protocol,
                     "the response held no answer for this request's id".into(),
@@ -702,7 +850,7 @@ impl HttpSession {
             };
             for msg in sse_buf.push(&data) {
                 if let Some(v) = find_answer(msg, id) {
-                    return Ok((v, sid));
+                    return Ok((v, sid, Some(body)));
                 }
             }
         }
@@ -727,12 +875,12 @@ fn find_answer(v: Value, id: u64) -> Option<Value> {
 
 /// Server-sent events, split as they arrive: each event's `data:` lines joined, parsed as JSON.
 #[derive(Default)]
-struct SseBuffer {
+pub(crate) struct SseBuffer {
     buf: Vec<u8>,
 }
 
 impl SseBuffer {
-    fn push(&mut self, chunk: &[u8]) -> Vec<Value> {
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> Vec<Value> {
         self.buf.extend_from_slice(chunk);
         let mut out = Vec::new();
         loop {
@@ -816,6 +964,7 @@ impl McpTarget {
                 if ok && modern.is_none() {
                     s.notify("notifications/initialized", json!({})).await;
                 }
+                s.opened = ok;
                 Session::Http(Box::new(s))
             }
         }
@@ -829,20 +978,26 @@ pub enum Session {
 }
 
 impl Session {
+    /// Whether the session's handshake was answered (over stdio the link opens its own, always).
+    pub fn opened(&self) -> bool {
+        match self {
+            Session::Stdio(_) => true,
+            Session::Http(s) => s.opened,
+        }
+    }
+
     async fn exchange(&mut self, method: &str, params: Value, limit: Duration) -> Exchange {
         match self {
             Session::Stdio(link) => {
                 let start = Instant::now();
                 match link.conn(limit).await {
+                    // Never the harness's wait: the call's clock starts when it is written to the
+                    // live process, not while witness waited for a restarted one and opened its
+                    // session (that wait is bounded by the limit, and the handshake journalled
+                    // apart). The call then has its own whole limit.
                     Ok(c) => {
                         let params = stamp(params, link.modern.as_deref());
-                        let left = limit.saturating_sub(start.elapsed());
-                        let mut ex = c
-                            .exchange(method, params, left.max(Duration::from_millis(1)))
-                            .await;
-                        // Waiting for a restarted process counts against the call.
-                        ex.start = start;
-                        ex
+                        c.exchange(method, params, limit).await
                     }
                     Err(f) => Exchange {
                         start,
@@ -874,12 +1029,21 @@ impl Session {
             detail,
             body_bytes: None,
             body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
         }
     }
 
     /// MCP's `ping` as a health probe: an answer is reported as 200, anything else by its name.
     /// The sessionless revision has no `ping`: `server/discover` is its cheap question.
     pub async fn ping(&mut self, limit: Duration) -> Probe {
+        self.ping_with_reason(limit).await.0
+    }
+
+    /// [`Session::ping`], with why a failed one failed, in words ("pid 7's stdout closed before
+    /// the answer (the server exited?)").
+    pub async fn ping_with_reason(&mut self, limit: Duration) -> (Probe, Option<String>) {
         let modern = match self {
             Session::Stdio(link) => link.modern.is_some(),
             Session::Http(s) => s.modern.is_some(),
@@ -887,20 +1051,36 @@ impl Session {
         let method = if modern { "server/discover" } else { "ping" };
         let ex = self.exchange(method, json!({}), limit).await;
         let duration_s = ex.end.duration_since(ex.start).as_secs_f64();
-        let (status, error) = match ex.reply {
-            Ok(v) if v.get("result").is_some() => (Some(200), None),
-            Ok(_) => (None, Some("PingError".to_string())),
-            Err(Fail::Timeout) => (None, Some("TimeoutError".to_string())),
-            Err(Fail::Closed(_)) => (None, Some("Closed".to_string())),
-            Err(Fail::Http(_, s, _)) => (Some(s), None),
-            Err(Fail::Other(ErrorKind::Connect, _)) => (None, Some("ConnectError".to_string())),
-            Err(Fail::Other(..)) => (None, Some("ProtocolError".to_string())),
+        let name = |n: &str| Some(n.to_string());
+        let (status, error, reason) = match ex.reply {
+            Ok(v) if v.get("result").is_some() => (Some(200), None, None),
+            Ok(v) => (
+                None,
+                name("PingError"),
+                Some(format!(
+                    "{method} answered without a result: {}",
+                    clip(&v.get("error").unwrap_or(&v).to_string())
+                )),
+            ),
+            Err(Fail::Timeout) => (
+                None,
+                name("TimeoutError"),
+                Some(format!(
+                    "no answer to {method} within {}",
+                    crate::journal::secs(limit.as_secs_f64())
+                )),
+            ),
+            Err(Fail::Closed(why)) => (None, name("Closed"), Some(why)),
+            Err(Fail::Http(_, s, why)) => (Some(s), None, Some(why)),
+            Err(Fail::Other(ErrorKind::Connect, why)) => (None, name("ConnectError"), Some(why)),
+            Err(Fail::Other(_, why)) => (None, name("ProtocolError"), Some(why)),
         };
-        Probe {
+        let p = Probe {
             status,
             error,
             duration_s,
-        }
+        };
+        (p, reason)
     }
 
     /// `tools/list`, every page.
@@ -976,21 +1156,43 @@ impl Pinger {
     }
 
     pub async fn probe(&self) -> Probe {
-        let mut s = self.session.lock().await;
-        if s.is_none() {
-            let mut call = self.call.clone();
-            call.limits.whole = self.limit;
-            *s = Some(self.target.open(u32::MAX, &call, None).await);
+        self.probe_with_reason().await.0
+    }
+
+    /// Lets go of the ping's own HTTP session and its connection (before a level: witness is never
+    /// the load); the next ping opens a new one. Over stdio the pipe is the calls' too: nothing to close.
+    pub async fn close(&self) {
+        if !matches!(self.target, McpTarget::Http(_)) {
+            return;
         }
-        let p = match s.as_mut() {
-            Some(sess) => sess.ping(self.limit).await,
-            None => unreachable!(),
+        let held = super::client::held::now();
+        if self.session.lock().await.take().is_none() || held == 0 {
+            return;
+        }
+        // The session's pooled connection closes on its own task: wait (briefly) until it has.
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while super::client::held::now() >= held && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// [`Pinger::probe`], with why a failed ping failed, in words.
+    pub async fn probe_with_reason(&self) -> (Probe, Option<String>) {
+        let mut s = self.session.lock().await;
+        let sess = match s.take() {
+            Some(sess) => s.insert(sess),
+            None => {
+                let mut call = self.call.clone();
+                call.limits.whole = self.limit;
+                s.insert(self.target.open(u32::MAX, &call, None).await)
+            }
         };
+        let (p, why) = sess.ping_with_reason(self.limit).await;
         // An HTTP session that failed is opened afresh next time (the server may have restarted).
         if !p.healthy() && matches!(self.target, McpTarget::Http(_)) {
             *s = None;
         }
-        p
+        (p, why)
     }
 }
 

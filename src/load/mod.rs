@@ -3,10 +3,15 @@
 //! over stdio or streamable HTTP (mcp.rs). Each turns an exchange into one outcome and one duration.
 
 pub mod client;
-pub mod fds;
 pub mod floor;
+pub mod gate;
+pub mod h2;
 pub mod health;
 pub mod ladder;
 pub mod mcp;
+pub mod open;
 pub mod outcome;
 pub mod progress;
+pub mod search;
+pub mod settings;
+pub mod tls;

@@ -144,6 +144,87 @@ mod tests {
     }
 
     #[test]
+    fn each_status_class_has_its_own_kind_at_its_boundaries() {
+        let r = Rejection::default();
+        let kind = |s: u16| match classify_response(s, b"", &r) {
+            Outcome::Ok => "ok",
+            Outcome::Error {
+                error: ErrorKind::Http3xx,
+                status: Some(x),
+            } if x == s => "3xx",
+            Outcome::Error {
+                error: ErrorKind::Http4xx,
+                status: Some(x),
+            } if x == s => "4xx",
+            Outcome::Error {
+                error: ErrorKind::Http5xx,
+                status: Some(x),
+            } if x == s => "5xx",
+            o => panic!("{s}: {o:?}"),
+        };
+        let got: Vec<(u16, &str)> = [100, 200, 299, 300, 399, 400, 404, 499, 500, 502, 599]
+            .into_iter()
+            .map(|s| (s, kind(s)))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (100, "ok"),
+                (200, "ok"),
+                (299, "ok"),
+                (300, "3xx"),
+                (399, "3xx"),
+                (400, "4xx"),
+                (404, "4xx"),
+                (499, "4xx"),
+                (500, "5xx"),
+                (502, "5xx"),
+                (599, "5xx"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_refusal_marker_is_looked_for_in_the_first_64_kib_only() {
+        let r = Rejection::default();
+        let at = |offset: usize| {
+            let mut body = vec![b'.'; offset];
+            body.extend_from_slice(b"QUEUE_FULL");
+            classify_response(500, &body, &r).label()
+        };
+        assert_eq!(at(2_000), "rejected");
+        assert_eq!(at(64 * 1024 - 10), "rejected");
+        assert_eq!(at(64 * 1024), "error", "past the scan");
+        // An empty marker marks nothing (and never panics looking for it).
+        let r = Rejection {
+            body_marker: Some(String::new()),
+            ..Rejection::default()
+        };
+        assert_eq!(classify_response(500, b"anything", &r).label(), "error");
+    }
+
+    #[test]
+    fn the_body_kept_is_read_from_its_first_480_bytes_and_cut_at_120_characters() {
+        // Leading whitespace collapses: a reason after 300 spaces is still read.
+        let body = format!("{}the reason", " ".repeat(300));
+        assert_eq!(body_start(500, body.as_bytes()), "HTTP 500 'the reason'");
+        // Past the 480 bytes read, it is not.
+        let body = format!("{}the reason", " ".repeat(480));
+        assert_eq!(body_start(500, body.as_bytes()), "HTTP 500 (empty body)");
+        // Exactly 120 characters are kept whole; one more is cut with an ellipsis.
+        let exact = "y".repeat(BODY_START);
+        assert_eq!(
+            body_start(500, exact.as_bytes()),
+            format!("HTTP 500 '{exact}'")
+        );
+        let over = "y".repeat(BODY_START + 1);
+        assert_eq!(
+            body_start(500, over.as_bytes()),
+            format!("HTTP 500 '{exact}…'")
+        );
+    }
+
+    #[test]
     fn the_refusal_rules_are_configurable() {
         let r = Rejection {
             statuses: vec![],

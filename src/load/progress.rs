@@ -34,11 +34,12 @@ impl Tally {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// The progress line: `level 2 (n=4)  3.2s  ok=7 timeout=0 error=1 rejected=0  in flight=4`.
-    pub fn line(&self, level: u32, concurrency: u32, elapsed: Duration) -> String {
+    /// The progress line: `level 2 (n=4)  3.2s  ok=7 timeout=0 error=1 rejected=0  in flight=4`;
+    /// `what` is `n=4`, or an open-loop level's rate (`200/s`).
+    pub fn line(&self, level: u32, what: &str, elapsed: Duration) -> String {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         format!(
-            "level {} (n={concurrency})  {:.1}s  ok={} timeout={} error={} rejected={}  in flight={}",
+            "level {} ({what})  {:.1}s  ok={} timeout={} error={} rejected={}  in flight={}",
             level + 1,
             elapsed.as_secs_f64(),
             g(&self.ok),
@@ -59,7 +60,7 @@ pub struct LevelProgress {
 
 impl LevelProgress {
     /// `live` is whether stderr is a terminal (the caller decides, so tests can drive both ways).
-    pub fn start(live: bool, level: u32, concurrency: u32) -> Self {
+    pub fn start(live: bool, level: u32, what: String) -> Self {
         let tally = Arc::new(Tally::default());
         let ticker = live.then(|| {
             let bar = indicatif::ProgressBar::new_spinner();
@@ -71,7 +72,7 @@ impl LevelProgress {
             let start = Instant::now();
             let task = tokio::spawn(async move {
                 loop {
-                    b.set_message(t.line(level, concurrency, start.elapsed()));
+                    b.set_message(t.line(level, &what, start.elapsed()));
                     b.tick();
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
@@ -121,7 +122,7 @@ mod tests {
             status: None,
         });
         assert_eq!(
-            t.line(1, 4, Duration::from_millis(3240)),
+            t.line(1, "n=4", Duration::from_millis(3240)),
             "level 2 (n=4)  3.2s  ok=1 timeout=1 error=1 rejected=0  in flight=2"
         );
     }

@@ -9,7 +9,7 @@
 use std::fmt::Write;
 
 use super::View;
-use crate::analyze::picture::{Class, Group, MarkerKind, Picture, Series, Unit};
+use crate::analyze::picture::{Class, Distribution, Group, MarkerKind, Picture, Series, Unit};
 use crate::analyze::verdict::LoadAnalysis;
 use crate::analyze::Analysis;
 use crate::journal::secs;
@@ -63,6 +63,9 @@ svg .lane{font-weight:600}svg .sub{fill:#666;font-size:10px}
 .probe-ok{fill:#3a9a5b}.probe-bad{fill:#d1343a}
 .g-log{fill:#e69b00}.g-restart{fill:#2f6db5}.g-spawn{fill:#3a9a5b}.g-other{fill:#5b6675}.g-bad{fill:#b3261e}
 #cursor{stroke:#1d2330;stroke-width:.6;pointer-events:none}#cursor-t{font-weight:600}
+svg .tick{fill:#5b6675;font-size:10px}.lat{fill:none;stroke-width:1.4}.lat.p50{stroke:#2f6db5}.lat.p99{stroke:#d1343a}
+.lat-name{font-size:10px;font-weight:600}.lat-name.p50{fill:#2f6db5}.lat-name.p99{fill:#d1343a}.lat-pt{fill:#d1343a}.lat-pt.p50{fill:#2f6db5}
+.pct{fill:#1d2330}
 "#;
 
 /// Colour classes per outcome, in [`Class`] order.
@@ -99,6 +102,7 @@ pub fn page(a: &Analysis) -> String {
     suspicions(&mut o, a);
     soak_summary(&mut o, a);
     levels_table(&mut o, a);
+    observed_tables(&mut o, a);
     if a.load.is_none() {
         // A load run's verdict table already counts its requests per level.
         groups_table(&mut o, p);
@@ -106,6 +110,7 @@ pub fn page(a: &Analysis) -> String {
     legend(&mut o, p);
     o.push_str(&chart(a));
     o.push('\n');
+    distributions(&mut o, a);
     lifecycle_table(&mut o, a);
     notes(&mut o, a);
     o.push_str(SCRIPT);
@@ -133,13 +138,19 @@ fn soak_summary(o: &mut String, a: &Analysis) {
         let _ = writeln!(o, "<p class=\"sus\">{}</p>", esc(r));
     }
     let m = &s.resources.memory_trend;
-    let _ = writeln!(
-        o,
-        "<p>server memory: <b>{}</b> ({}/s): {}</p>",
-        m.class,
-        super::bytes(m.slope_bytes_per_s),
-        esc(&m.detail)
-    );
+    if let Some(why) = &s.refused {
+        let _ = writeln!(o, "<p class=\"sus\">refused to measure: {}</p>", esc(why));
+    }
+    // A soak that never started has no trend to tell.
+    if s.refused.is_none() {
+        let _ = writeln!(
+            o,
+            "<p>server memory: <b>{}</b> ({}/s): {}</p>",
+            m.class,
+            super::bytes(m.slope_bytes_per_s),
+            esc(&m.detail)
+        );
+    }
     o.push_str("<table><tr><th>kind</th><th>requests</th><th>ok</th><th>rejected</th><th>timeouts</th><th>errors</th><th>p50</th><th>p95</th><th>p99</th><th>max</th><th>baseline</th></tr>\n");
     for k in s.kinds.iter().chain(std::iter::once(&s.totals)) {
         let l = |f: fn(&crate::analyze::stats::Latency) -> f64| {
@@ -255,7 +266,7 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
     if l.levels.is_empty() {
         return;
     }
-    o.push_str("<table><tr><th>concurrency</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>ok max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
+    o.push_str("<table><tr><th>concurrency or rate</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>ok max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
     let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
     for r in &l.levels {
         let class = match r.verdict.as_str() {
@@ -267,7 +278,7 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
         let _ = writeln!(
             o,
             "<tr class=\"{class}\"><td class=\"n\">{}</td><td><b>{}</b></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            r.concurrency,
+            crate::journal::level_name(r.concurrency, r.rate.as_ref().map(|x| x.rate_per_s)),
             esc(&r.verdict.to_uppercase()),
             c.ok,
             c.timeout,
@@ -280,27 +291,71 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
                 .as_ref()
                 .map(|g| format!("{:.2}–{:.2}s", g.min, g.max))
                 .unwrap_or_else(|| "-".into()),
-            esc(&r.health_before.text()),
-            esc(&r.health_after.as_ref().map(|h| h.text()).unwrap_or_else(|| "-".into())),
-            if r.restarted { "yes" } else { "no" },
+            esc(&r.health_before.said(r.mcp_ping)),
+            esc(&r.health_after.as_ref().map(|h| h.said(r.mcp_ping)).unwrap_or_else(|| "-".into())),
+            match (r.restarted, &r.died) {
+                (true, _) => "yes",
+                (false, Some(_)) => "no: died",
+                (false, None) => "no",
+            },
             esc(&r.reasons.join("; ")),
         );
     }
     o.push_str("</table>\n<p class=\"meta\">Latency is over ok requests only; a failed request's duration is how long something took to give up.</p>\n");
+    if l.levels.iter().any(|r| r.rate.is_some()) {
+        o.push_str("<p class=\"meta\">A rate level (200/s) is an open loop: its latency counts from each request's intended send.</p>\n");
+    }
+    if let Some(lim) = &l.limit {
+        let class = if lim.ended.is_none() && lim.holds.is_some() && !lim.witness_bound {
+            "meta"
+        } else {
+            "fail"
+        };
+        let _ = writeln!(o, "<p class=\"{class}\">limit: {}</p>", esc(&lim.words));
+    }
     // The same words as the terminal and the JSON report: what happened while each failed.
     for r in &l.levels {
+        if let Some(p) = r
+            .protocol
+            .as_deref()
+            .filter(|p| p.contains("TLS") || p.contains("HTTP/2"))
+        {
+            let _ = writeln!(
+                o,
+                "<p class=\"meta protocol\">protocol (n={}): {}</p>",
+                r.concurrency,
+                esc(p)
+            );
+        }
+        if let Some(p) = r
+            .phases
+            .as_ref()
+            .and_then(|p| crate::analyze::tcp_timers::phases_line(r.concurrency, p))
+            .map(|p| match &r.rate {
+                // A rate level's concurrency is its in-flight cap: named by its rate instead.
+                Some(x) => p.replacen(
+                    &format!("(n={})", r.concurrency),
+                    &format!("({})", crate::journal::rate_words(x.rate_per_s)),
+                    1,
+                ),
+                None => p,
+            })
+        {
+            let _ = writeln!(o, "<p class=\"meta phases\">{}</p>", esc(&p));
+        }
         for n in &r.notes {
             let _ = writeln!(o, "<p class=\"meta\">note: {}</p>", esc(n));
         }
-        for f in r.failures.iter().take(FAILURES_SHOWN) {
+        // Failures that say the same are one line; the JSON report keeps each.
+        for g in crate::analyze::verdict::group_failures(&r.failures)
+            .iter()
+            .take(FAILURES_SHOWN)
+        {
             let _ = writeln!(
                 o,
-                "<p class=\"fail\">level {}: request {} {} after {:.2}s: {}</p>",
-                r.concurrency,
-                f.id,
-                esc(&f.outcome),
-                f.duration_s,
-                esc(&f.annotation)
+                "<p class=\"fail\">level {}: {}</p>",
+                crate::journal::level_name(r.concurrency, r.rate.as_ref().map(|x| x.rate_per_s)),
+                esc(&g.words())
             );
         }
     }
@@ -309,12 +364,118 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
 /// Failed requests the page lists per level (the JSON report keeps more).
 const FAILURES_SHOWN: usize = 5;
 
+/// The calls wrap saw, with the terminal's and the JSON report's words: a table per pass-through,
+/// a row per method or tool, the failed calls annotated, the handshakes.
+fn observed_tables(o: &mut String, a: &Analysis) {
+    let Some(w) = &a.observed else { return };
+    let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
+    for (title, rows) in crate::analyze::observed::by_heading(w) {
+        let _ = writeln!(o, "<h2 class=\"observed\">{}</h2>", esc(&cap(&title)));
+        o.push_str("<table><tr><th>call</th><th>calls</th><th>ok</th><th>error</th><th>rejected</th><th>cancelled</th><th>ok p50</th><th>ok p99</th><th>ok max</th><th>failed (kind, count, time to give up)</th></tr>\n");
+        for r in &rows {
+            let c = &r.counts;
+            let failed: Vec<String> = r
+                .failed_by_kind
+                .iter()
+                .map(|k| {
+                    if k.max_s - k.min_s < 0.005 {
+                        format!("{} {} after {:.2}s", k.outcome, k.count, k.min_s)
+                    } else {
+                        format!(
+                            "{} {} after {:.2}–{:.2}s",
+                            k.outcome, k.count, k.min_s, k.max_s
+                        )
+                    }
+                })
+                .collect();
+            let lat = r.latency.as_ref();
+            let _ = writeln!(
+                o,
+                "<tr class=\"{}\"><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                if c.error + c.timeout > 0 { "bad" } else { "" },
+                esc(&r.label),
+                r.calls,
+                c.ok,
+                c.error,
+                c.rejected,
+                c.cancelled,
+                s(lat.map(|l| l.p50)),
+                s(lat.map(|l| l.p99)),
+                s(lat.map(|l| l.max)),
+                esc(&if failed.is_empty() { "-".to_string() } else { failed.join("; ") }),
+            );
+        }
+        o.push_str("</table>\n<p class=\"meta\">Latency is over ok calls only; a failed call's duration is how long something took to give up.</p>\n");
+        // Calls that failed saying the same are one line, as a level's requests are.
+        for r in &rows {
+            let what = format!(" {}:", r.label);
+            for g in crate::analyze::verdict::group_failures(&r.failures)
+                .iter()
+                .take(FAILURES_SHOWN)
+            {
+                let _ = writeln!(
+                    o,
+                    "<p class=\"fail\">{}</p>",
+                    esc(&g.words_as("call", "calls", &what))
+                );
+                if let Some(d) = &g.first.detail {
+                    let _ = writeln!(o, "<p class=\"meta\">the server said: {}</p>", esc(d));
+                }
+            }
+        }
+    }
+    if let Some(h) = &w.handshakes {
+        let how = match (h.count, h.failed) {
+            (1, 0) => "1 MCP initialize, ok".to_string(),
+            (1, _) => "1 MCP initialize, failed".to_string(),
+            (n, _) => format!("{n} MCP initialize ({} ok, {} failed)", h.ok, h.failed),
+        };
+        let _ = writeln!(
+            o,
+            "<p class=\"{}\">handshake{}: {how}{}{}, timed apart from the calls{}</p>",
+            if h.failed > 0 { "sus" } else { "meta" },
+            if h.count == 1 { "" } else { "s" },
+            h.duration
+                .as_ref()
+                .map(|d| if d.max - d.min < 0.0005 {
+                    format!(", in {}", secs(d.max))
+                } else {
+                    format!(", in {}–{}", secs(d.min), secs(d.max))
+                })
+                .unwrap_or_default(),
+            h.protocol_version
+                .as_ref()
+                .map(|v| format!(" (protocol {})", esc(v)))
+                .unwrap_or_default(),
+            h.first_failure
+                .as_ref()
+                .map(|f| format!("; first failure: {}", esc(f)))
+                .unwrap_or_default()
+        );
+    }
+}
+
+/// "1 call", "6 calls".
+fn calls(n: u64) -> String {
+    format!("{n} call{}", if n == 1 { "" } else { "s" })
+}
+
+/// A heading's first letter in capitals.
+fn cap(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
 fn groups_table(o: &mut String, p: &Picture) {
-    if p.groups.is_empty() {
+    // Observed calls have their own tables above.
+    if p.groups.iter().all(|g| g.observed.is_some()) {
         return;
     }
     o.push_str("<h2>Requests</h2>\n<table><tr><th>lane</th><th>requests</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>from</th><th>to</th></tr>\n");
-    for g in &p.groups {
+    for g in p.groups.iter().filter(|g| g.observed.is_none()) {
         let total: u64 = g.counts.iter().sum();
         let class = if g.counts[Class::Error.index()] + g.counts[Class::Timeout.index()] > 0 {
             "bad"
@@ -521,18 +682,20 @@ fn chart(a: &Analysis) -> String {
     let lanes_top = c.y;
     let mut lanes = String::new();
     if let Some(agg) = &p.aggregate {
+        let mut heading = None;
         for (gi, g) in p.groups.iter().enumerate() {
+            observed_heading(&mut c, &mut heading, g);
             let top = c.y;
             let total: u64 = g.counts.iter().sum();
-            c.lane_label(
-                top,
-                &lane_name(g),
-                &format!(
+            let sub = match &g.observed {
+                Some(_) => calls(total),
+                None => format!(
                     "{} · {total} {}",
                     g.name,
                     p.exchange.as_deref().unwrap_or("req")
                 ),
-            );
+            };
+            c.lane_label(top, &lane_name(g), &sub);
             let peak = agg.counts[gi]
                 .iter()
                 .map(|b| b.iter().sum::<u32>())
@@ -540,6 +703,14 @@ fn chart(a: &Analysis) -> String {
                 .unwrap_or(1)
                 .max(1) as f64;
             let bw = (c.x(agg.bucket_s) - c.x(0.0)).max(1.0);
+            // The bars' scale: the tallest is this many completions in one bucket.
+            let _ = write!(
+                lanes,
+                "<text class=\"sub scale\" x=\"8\" y=\"{:.1}\">bar = {} per {}</text>",
+                top + 36.0,
+                peak as u32,
+                lat_label(agg.bucket_s)
+            );
             for (bi, b) in agg.counts[gi].iter().enumerate() {
                 let n: u32 = b.iter().sum();
                 if n == 0 {
@@ -582,17 +753,25 @@ fn chart(a: &Analysis) -> String {
         }
     } else {
         let mut tops = Vec::new();
+        let mut heading = None;
         for g in &p.groups {
+            observed_heading(&mut c, &mut heading, g);
             let rows = g.rows.max(1) as f64;
             let row_h = (LANE_MAX_H / rows).clamp(2.0, 12.0).floor();
             let h = (rows * row_h).max(28.0);
             let total: u64 = g.counts.iter().sum();
-            let workers = format!(
-                "{total} {} · {} worker{}",
-                p.exchange.as_deref().unwrap_or("req"),
-                g.rows,
-                if g.rows == 1 { "" } else { "s" }
-            );
+            let plural =
+                |n: u32, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+            let workers = match &g.observed {
+                // One client on the stdio relay: its row needs no count.
+                Some(o) if g.rows <= 1 => format!("{} · one {}", calls(total), o.row_is),
+                Some(o) => format!("{} · {}", calls(total), plural(g.rows, &o.row_is)),
+                None => format!(
+                    "{total} {} · {}",
+                    p.exchange.as_deref().unwrap_or("req"),
+                    plural(g.rows, "worker")
+                ),
+            };
             c.lane_label(c.y, &lane_name(g), &workers);
             tops.push((c.y, row_h));
             c.y += h + 4.0;
@@ -635,9 +814,12 @@ fn chart(a: &Analysis) -> String {
             );
             let _ = write!(
                 c.body,
-                "<g><title>level {} (concurrency {}): t={:.3}s to {}; health before {}, after {}{}{}</title><rect class=\"level{}\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"16\"/>",
+                "<g><title>level {} ({}): t={:.3}s to {}; health before {}, after {}{}{}</title><rect class=\"level{}\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"16\"/>",
                 l.index,
-                l.concurrency,
+                match l.rate {
+                    Some(r) => format!("rate {}", crate::journal::rate_words(r)),
+                    None => format!("concurrency {}", l.concurrency),
+                },
                 l.start_s,
                 l.end_s.map(|e| format!("t={e:.3}s")).unwrap_or_else(|| "the journal's end".into()),
                 esc(&l.health_before),
@@ -651,10 +833,13 @@ fn chart(a: &Analysis) -> String {
             if x1 - x0 > 34.0 {
                 let _ = write!(
                     c.body,
-                    "<text x=\"{:.1}\" y=\"{:.1}\">c={}</text>",
+                    "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
                     x0 + 3.0,
                     ly + 13.0,
-                    l.concurrency
+                    match l.rate {
+                        Some(r) => crate::journal::rate_words(r),
+                        None => format!("c={}", l.concurrency),
+                    }
                 );
             }
             c.body.push_str("</g>");
@@ -677,6 +862,9 @@ fn chart(a: &Analysis) -> String {
         );
         c.y += 20.0;
     }
+
+    // Throughput and latency over time, under the lanes, on the same clock.
+    over_time(&mut c, p);
 
     // Health probes.
     if !p.probes.is_empty() {
@@ -780,12 +968,359 @@ fn chart(a: &Analysis) -> String {
     svg
 }
 
-/// A level's lane is named by its concurrency, the figure people compare; others by their group.
-fn lane_name(g: &Group) -> String {
-    match g.concurrency {
-        Some(c) => format!("concurrency {c}"),
-        None => g.name.clone(),
+/// Height of the throughput lane and of the latency-over-time lane.
+const RATE_H: f64 = 56.0;
+const LAT_H: f64 = 84.0;
+
+/// A latency for an axis: the unit that keeps it short ("250µs", "40ms", "2s").
+fn lat_label(s: f64) -> String {
+    let (v, unit) = if s >= 1.0 {
+        (s, "s")
+    } else if s >= 1e-3 {
+        (s * 1e3, "ms")
+    } else {
+        (s * 1e6, "µs")
+    };
+    let t = if v >= 10.0 || (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    };
+    format!("{t}{unit}")
+}
+
+/// A round number at or above `v` (1, 2, 5 × a power of ten), for an axis's top.
+fn nice_ceil(v: f64) -> f64 {
+    if v <= 0.0 {
+        return 1.0;
     }
+    let mag = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|x| *x >= v * 0.999)
+        .unwrap_or(10.0 * mag)
+}
+
+/// The decades a log axis from `lo` to `hi` spans, widened to whole decades.
+fn decades(lo: f64, hi: f64) -> (f64, f64) {
+    let lo = 10f64.powf(lo.max(1e-6).log10().floor());
+    let mut hi = 10f64.powf(hi.max(lo).log10().ceil());
+    if hi <= lo {
+        hi = lo * 10.0;
+    }
+    (lo, hi)
+}
+
+/// Two lanes under the requests: completions per second, stacked by outcome, with a scale; and the
+/// ok latencies' p50 and p99 per time bucket on a log axis with its decades labelled.
+fn over_time(c: &mut Canvas, p: &Picture) {
+    let ot = &p.over_time;
+    if ot.points.is_empty() {
+        return;
+    }
+    let per_s = |n: u32| n as f64 / ot.bucket_s;
+    let peak = ot
+        .points
+        .iter()
+        .map(|q| per_s(q.counts.iter().sum()))
+        .fold(0.0, f64::max);
+    let top_rate = nice_ceil(peak);
+    let top = c.y;
+    c.lane_label(
+        top,
+        "throughput",
+        &format!("per {} bucket", lat_label(ot.bucket_s)),
+    );
+    let plot_w = WIDTH - GUTTER - RIGHT;
+    let _ = write!(
+        c.body,
+        "<g id=\"throughput\"><rect class=\"chartbg\" x=\"{GUTTER}\" y=\"{top:.1}\" width=\"{plot_w:.1}\" height=\"{RATE_H}\"/>"
+    );
+    for (v, y) in [
+        (top_rate, top),
+        (top_rate / 2.0, top + RATE_H / 2.0),
+        (0.0, top + RATE_H),
+    ] {
+        let _ = write!(
+            c.body,
+            "<line class=\"grid\" x1=\"{GUTTER}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}/s</text>",
+            WIDTH - RIGHT,
+            GUTTER - 4.0,
+            y + 4.0,
+            rate_label(v)
+        );
+    }
+    let bw = (c.x(ot.bucket_s) - c.x(0.0)).max(1.0);
+    for q in &ot.points {
+        let x = c.x(q.t_s);
+        let total: u32 = q.counts.iter().sum();
+        let _ = write!(
+            c.body,
+            "<g><title>t={:.2}–{:.2}s: {:.0} completions/s ({} ok, {} timeout, {} error, {} rejected)</title>",
+            q.t_s,
+            q.t_s + ot.bucket_s,
+            per_s(total),
+            q.counts[0],
+            q.counts[1],
+            q.counts[2],
+            q.counts[3]
+        );
+        let mut base = top + RATE_H;
+        for ci in [0usize, 3, 1, 2] {
+            if q.counts[ci] == 0 {
+                continue;
+            }
+            let h = (per_s(q.counts[ci]) / top_rate * RATE_H).max(if ci == 0 { 0.5 } else { 2.0 });
+            base -= h;
+            let _ = write!(
+                c.body,
+                "<rect class=\"{} tp\" x=\"{x:.1}\" y=\"{base:.1}\" width=\"{bw:.1}\" height=\"{h:.1}\"/>",
+                CLASS_CSS[ci]
+            );
+        }
+        c.body.push_str("</g>");
+    }
+    c.body.push_str("</g>");
+    c.y = top + RATE_H + 8.0;
+
+    // Latency over time: p50 and p99 of the ok requests that ended in each bucket.
+    let oks: Vec<(f64, f64, f64)> = ot
+        .points
+        .iter()
+        .filter_map(|q| Some((q.t_s + ot.bucket_s / 2.0, q.p50?, q.p99?)))
+        .collect();
+    // A line runs only between neighbouring buckets: an idle stretch (a settle, a restart) is a gap.
+    let runs: Vec<&[(f64, f64, f64)]> =
+        oks.chunk_by(|a, b| b.0 - a.0 < ot.bucket_s * 1.5).collect();
+    if oks.is_empty() {
+        return;
+    }
+    let lo = oks.iter().map(|o| o.1).fold(f64::INFINITY, f64::min);
+    let hi = oks.iter().map(|o| o.2).fold(0.0, f64::max);
+    let (lo, hi) = decades(lo, hi);
+    let top = c.y;
+    let y_of = |v: f64| {
+        let f = (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10());
+        top + LAT_H - f.clamp(0.0, 1.0) * LAT_H
+    };
+    c.lane_label(top, "ok latency", "p50 and p99 per bucket");
+    let _ = write!(
+        c.body,
+        "<g id=\"latency\"><rect class=\"chartbg\" x=\"{GUTTER}\" y=\"{top:.1}\" width=\"{plot_w:.1}\" height=\"{LAT_H}\"/>"
+    );
+    let mut d = lo;
+    while d <= hi * 1.0001 {
+        let y = y_of(d);
+        let _ = write!(
+            c.body,
+            "<line class=\"grid\" x1=\"{GUTTER}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            WIDTH - RIGHT,
+            GUTTER - 4.0,
+            y + 4.0,
+            lat_label(d)
+        );
+        d *= 10.0;
+    }
+    for (class, pick, name) in [("p50", 1usize, "p50"), ("p99", 2usize, "p99")] {
+        for run in &runs {
+            let _ = write!(c.body, "<polyline class=\"lat {class}\" points=\"");
+            for o in run.iter() {
+                let v = if pick == 1 { o.1 } else { o.2 };
+                let _ = write!(c.body, "{:.1},{:.1} ", c.x(o.0), y_of(v));
+            }
+            let _ = write!(
+                c.body,
+                "\"><title>{name} of ok latencies per bucket</title></polyline>"
+            );
+        }
+        if let Some(last) = oks.last() {
+            let v = if pick == 1 { last.1 } else { last.2 };
+            let _ = write!(
+                c.body,
+                "<text class=\"lat-name {class}\" x=\"{:.1}\" y=\"{:.1}\">{name}</text>",
+                (c.x(last.0) + 3.0).min(WIDTH - 18.0),
+                y_of(v) + 3.0
+            );
+        }
+    }
+    for o in &oks {
+        let _ = write!(
+            c.body,
+            "<circle class=\"lat-pt p50\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"1.4\"/>",
+            c.x(o.0),
+            y_of(o.1)
+        );
+        let _ = write!(
+            c.body,
+            "<circle class=\"lat-pt\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"1.6\"><title>t≈{:.2}s: p50 {}, p99 {}</title></circle>",
+            c.x(o.0),
+            y_of(o.2),
+            o.0,
+            lat_label(o.1),
+            lat_label(o.2)
+        );
+    }
+    c.body.push_str("</g>");
+    c.y = top + LAT_H + 8.0;
+}
+
+fn rate_label(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 10.0 || v == 0.0 || (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+const DIST_W: f64 = 384.0;
+const DIST_H: f64 = 150.0;
+const DIST_PLOT_H: f64 = 96.0;
+
+/// Per lane, the distribution of its ok latencies: a histogram on a log axis (bins 12 % wide),
+/// p50 and p99 ticked under it, and each timer suspected while the lane ran drawn where it sits,
+/// so a 2 s mode or a SYN-retransmit tail is seen at a glance.
+fn distributions(o: &mut String, a: &Analysis) {
+    let p = &a.picture;
+    if p.distributions.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Ok latencies per lane</h2>\n<p class=\"meta\">How the ok requests' durations spread, on a log axis (each bar 12 % wide; the height is how many requests; a lone request still shows). Dashed lines: timers suspected while the lane ran, where the durations sit.</p>\n");
+    let per_row = 3usize;
+    let rows = p.distributions.len().div_ceil(per_row);
+    let height = rows as f64 * DIST_H + 4.0;
+    let _ = write!(
+        o,
+        "<svg id=\"distributions\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\">"
+    );
+    for (i, d) in p.distributions.iter().enumerate() {
+        let ox = (i % per_row) as f64 * (DIST_W + 8.0) + 4.0;
+        let oy = (i / per_row) as f64 * DIST_H + 4.0;
+        distribution(o, p, d, ox, oy);
+    }
+    o.push_str("</svg>\n");
+}
+
+fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64) {
+    let g = &p.groups[d.group];
+    let marks_hi = d.timers.iter().map(|m| m.seconds).fold(0.0, f64::max);
+    let marks_lo = d
+        .timers
+        .iter()
+        .map(|m| m.seconds)
+        .fold(f64::INFINITY, f64::min);
+    let (lo, hi) = decades(d.min.min(marks_lo), d.max.max(marks_hi));
+    let (x0, x1) = (ox + 8.0, ox + DIST_W - 8.0);
+    let plot_top = oy + 22.0;
+    let base = plot_top + DIST_PLOT_H;
+    let x_of = |v: f64| {
+        let f = (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10());
+        x0 + f.clamp(0.0, 1.0) * (x1 - x0)
+    };
+    let _ = write!(
+        o,
+        "<g class=\"dist\" data-lane=\"{}\"><text class=\"lane\" x=\"{x0:.1}\" y=\"{:.1}\">{}</text><text class=\"sub\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{} ok · p50 {} · p99 {} · max {}</text>",
+        esc(&g.name),
+        oy + 13.0,
+        esc(&clip(&lane_name(g), 24)),
+        x1,
+        oy + 13.0,
+        d.count,
+        lat_label(d.p50),
+        lat_label(d.p99),
+        lat_label(d.max)
+    );
+    let _ = write!(
+        o,
+        "<rect class=\"chartbg\" x=\"{x0:.1}\" y=\"{plot_top:.1}\" width=\"{:.1}\" height=\"{DIST_PLOT_H}\"/>",
+        x1 - x0
+    );
+    let mut dec = lo;
+    while dec <= hi * 1.0001 {
+        let x = x_of(dec);
+        let _ = write!(
+            o,
+            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{plot_top:.1}\" y2=\"{base:.1}\"/><text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            base + 12.0,
+            lat_label(dec)
+        );
+        dec *= 10.0;
+    }
+    let peak = d.bins.iter().map(|b| b.2).max().unwrap_or(1).max(1) as f64;
+    let _ = write!(
+        o,
+        "<text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+        x0 + 2.0,
+        plot_top + 10.0,
+        peak as u32
+    );
+    for &(from, to, n) in &d.bins {
+        let (bx0, bx1) = (x_of(from), x_of(to));
+        let h = (n as f64 / peak * (DIST_PLOT_H - 4.0)).max(2.0);
+        let _ = write!(
+            o,
+            "<rect class=\"ok bar\" x=\"{bx0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"><title>{n} ok between {} and {}</title></rect>",
+            base - h,
+            (bx1 - bx0).max(1.0),
+            lat_label(from),
+            lat_label(to)
+        );
+    }
+    for (name, v) in [("p50", d.p50), ("p99", d.p99)] {
+        let x = x_of(v);
+        let _ = write!(
+            o,
+            "<path class=\"pct\" d=\"M{x:.1} {base:.1}l-3 5h6z\"><title>{name} {}</title></path><text class=\"tick pct\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{name}</text>",
+            lat_label(v),
+            base + 24.0
+        );
+    }
+    for (k, m) in d.timers.iter().enumerate() {
+        let x = x_of(m.seconds);
+        let _ = write!(
+            o,
+            "<g class=\"timer-mark\"><title>{}</title><line class=\"deadline\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{plot_top:.1}\" y2=\"{base:.1}\"/><text class=\"lbl-deadline\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text></g>",
+            esc(&m.text),
+            x - 3.0,
+            plot_top + 12.0 + 12.0 * k as f64,
+            esc(&m.label)
+        );
+    }
+    o.push_str("</g>");
+}
+
+/// A level's lane is named by its concurrency, the figure people compare; an observed call's by its
+/// method or tool (its heading says where it passed); others by their group.
+fn lane_name(g: &Group) -> String {
+    match (g.concurrency, &g.observed) {
+        (Some(_), _) if g.rate.is_some() => {
+            format!("rate {}", crate::journal::rate_words(g.rate.unwrap_or(0.0)))
+        }
+        (Some(c), _) => format!("concurrency {c}"),
+        (None, Some(o)) => o.label.clone(),
+        (None, None) => g.name.clone(),
+    }
+}
+
+/// Above the first lane of observed calls (and wherever the pass-through changes), a row saying
+/// whose calls these are: "calls seen by wrap (stdio)".
+fn observed_heading<'a>(c: &mut Canvas, current: &mut Option<&'a str>, g: &'a Group) {
+    let now = g.observed.as_ref().map(|o| o.heading.as_str());
+    if now.is_some() && now != *current {
+        let _ = write!(
+            c.body,
+            "<text class=\"lane observed\" x=\"8\" y=\"{:.1}\">{}</text><line class=\"axis\" x1=\"8\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
+            c.y + 13.0,
+            esc(now.unwrap_or_default()),
+            WIDTH - RIGHT,
+            c.y + 17.0,
+            c.y + 17.0
+        );
+        c.y += 20.0;
+    }
+    *current = now;
 }
 
 /// Places marker labels on the label rows, most telling first, skipping any that would collide (the
@@ -990,6 +1525,9 @@ mod tests {
                     detail: None,
                     body_bytes: None,
                     body_cut: false,
+                    connect_s: None,
+                    headers_s: None,
+                    handshake_s: None,
                 },
             )
         };
@@ -1138,10 +1676,199 @@ mod tests {
         assert_eq!(ticks(4.2)[1], 0.5);
     }
 
+    /// A lane whose ok requests took either ~5 ms or 2.00 s, and three failures giving up at 2 s.
+    fn two_modes() -> Analysis {
+        let settings = Event::Settings(crate::journal::Settings {
+            load: Some(crate::journal::LoadSettings {
+                factor: 1.5,
+                cliff_slack_s: 0.05,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let mut evs = vec![(0.0, settings), (0.0, spawn(7))];
+        let req = |id: u64, start: f64, dur: f64, o: Outcome| {
+            (
+                start + dur,
+                Event::Request {
+                    id,
+                    group: "L4".into(),
+                    worker: (id % 4) as u32,
+                    start_s: start,
+                    duration_s: dur,
+                    outcome: o,
+                    status: None,
+                    scheduled_s: None,
+                    detail: None,
+                    body_bytes: None,
+                    body_cut: false,
+                    connect_s: None,
+                    headers_s: None,
+                    handshake_s: None,
+                },
+            )
+        };
+        for i in 0..64u64 {
+            let dur = if i % 4 == 0 { 2.004 } else { 0.005 };
+            evs.push(req(i, 1.0 + i as f64 * 0.1, dur, Outcome::Ok));
+        }
+        for i in 64..67u64 {
+            let reset = Outcome::Error {
+                error: ErrorKind::Reset,
+                status: None,
+            };
+            evs.push(req(i, 3.0, 2.0, reset));
+        }
+        evs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        evs.push((9.0, end()));
+        analyze(&loaded(evs))
+    }
+
+    /// The x of a value on a distribution's log axis, from the decade lines the chart drew.
+    fn x_on_dist(html: &str, v: f64) -> f64 {
+        let dist = &html[html.find("<g class=\"dist\"").expect("a distribution")..];
+        let ticks: Vec<(f64, f64)> = dist
+            .split("<text class=\"tick\" x=\"")
+            .skip(1)
+            .filter_map(|t| {
+                let (x, rest) = t.split_once('"')?;
+                let label = rest.split_once('>')?.1.split_once('<')?.0;
+                let secs = if let Some(n) = label.strip_suffix("ms") {
+                    n.parse::<f64>().ok()? / 1e3
+                } else if let Some(n) = label.strip_suffix("µs") {
+                    n.parse::<f64>().ok()? / 1e6
+                } else {
+                    label.strip_suffix('s')?.parse::<f64>().ok()?
+                };
+                Some((secs, x.parse().ok()?))
+            })
+            .collect();
+        let (a, b) = (ticks[0], ticks[ticks.len() - 1]);
+        a.1 + (v.log10() - a.0.log10()) / (b.0.log10() - a.0.log10()) * (b.1 - a.1)
+    }
+
+    #[test]
+    fn a_lane_s_ok_latencies_are_drawn_on_a_log_axis_with_the_suspected_timer_where_it_sits() {
+        let a = two_modes();
+        assert!(
+            a.suspicions
+                .iter()
+                .any(|s| s.kind == crate::analyze::SuspicionKind::RequestTimer),
+            "{:?}",
+            a.suspicions
+        );
+        let html = page(&a);
+        let dist = &html[html
+            .find("id=\"distributions\"")
+            .expect("the distributions")..];
+        assert!(
+            dist.contains("64 ok · p50 5.0ms · p99 2.0s"),
+            "{}",
+            &dist[..600]
+        );
+        // Two clusters of bars: 48 near 5 ms, 16 near 2 s.
+        assert!(dist.contains("<title>48 ok between"), "{dist}");
+        assert!(dist.contains("<title>16 ok between"), "{dist}");
+        // The timer is marked at 2 s on the axis.
+        let mark = &dist[dist.find("class=\"timer-mark\"").expect("a timer mark")..];
+        assert!(mark.contains(">2s timer</text>"), "{}", &mark[..400]);
+        let x: f64 = mark
+            .split("x1=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let want = x_on_dist(&html, 2.0);
+        assert!((x - want).abs() < 1.5, "mark at x={x}, 2 s is at x={want}");
+    }
+
+    #[test]
+    fn throughput_and_latency_over_time_have_scales() {
+        let html = page(&two_modes());
+        let tp = &html[html
+            .find("<g id=\"throughput\">")
+            .expect("a throughput lane")..];
+        let tp = &tp[..tp.find("</g></g>").unwrap_or(tp.len())];
+        assert!(tp.contains("/s</text>"), "{tp}");
+        let lat = &html[html.find("<g id=\"latency\">").expect("a latency lane")..];
+        for label in [">1ms</text>", ">10ms</text>", ">1s</text>", ">10s</text>"] {
+            assert!(lat.contains(label), "{label} missing from the latency axis");
+        }
+        assert!(lat.contains("class=\"lat p50\""));
+        assert!(lat.contains("class=\"lat p99\""));
+    }
+
+    #[test]
+    fn lat_labels_keep_short_units() {
+        assert_eq!(lat_label(2.0), "2s");
+        assert_eq!(lat_label(0.04), "40ms");
+        assert_eq!(lat_label(0.0025), "2.5ms");
+        assert_eq!(lat_label(0.0001), "100µs");
+        assert_eq!(nice_ceil(37.0), 50.0);
+        assert_eq!(decades(0.004, 2.1), (1e-3, 10.0));
+    }
+
     #[test]
     fn a_journal_with_nothing_in_it_still_renders() {
         let html = page(&analyze(&loaded(vec![])));
         assert!(html.contains("no requests in this journal"));
         assert!(html.ends_with("</html>\n"));
+    }
+
+    #[test]
+    fn calls_wrap_saw_fail_together_are_one_line_on_the_page() {
+        let a = analyze(&loaded(
+            crate::analyze::observed::tests::cut_off_together_story(),
+        ));
+        let html = page(&a);
+        let fails: Vec<&str> = html
+            .lines()
+            .filter(|l| l.starts_with("<p class=\"fail\">call"))
+            .collect();
+        assert_eq!(fails.len(), 2, "{fails:#?}");
+        assert!(
+            fails[0].starts_with(
+                "<p class=\"fail\">calls 3–7 (5) tools/call slow: connection closed after 1.96–2.00s: server pid 1234"
+            ),
+            "{fails:#?}"
+        );
+    }
+
+    #[test]
+    fn observed_calls_get_their_own_table_and_lanes_under_the_wrap_heading() {
+        let a = analyze(&loaded(crate::analyze::observed::tests::watchdog_story()));
+        let html = page(&a);
+        assert!(html.contains("<h2 class=\"observed\">Calls seen by wrap (stdio)</h2>"));
+        let row = html
+            .split("<tr class=\"bad\"><td>tools/call slow</td>")
+            .nth(1)
+            .expect("the tool's row, red for its failed call")
+            .split("</tr>")
+            .next()
+            .unwrap();
+        assert!(
+            row.starts_with("<td class=\"n\">6</td><td class=\"n\">5</td><td class=\"n\">1</td>"),
+            "{row}"
+        );
+        assert!(row.contains("connection closed 1 after 0.84s"), "{row}");
+        assert!(html.contains("<p class=\"fail\">call 6 tools/call slow: connection closed after 0.84s: server pid 1234 exited with 124"));
+        // The lanes: a heading row, then one lane per tool named by the tool, not its group.
+        assert!(
+            html.contains(">calls seen by wrap (stdio)</text>"),
+            "the lanes' heading"
+        );
+        assert!(html.contains("<text class=\"lane\" x=\"8\" y=\""));
+        assert!(html.contains(">tools/call slow</text>"));
+        assert!(html.contains(">6 calls · one client</text>"));
+        assert!(!html.contains(">stdio tools/call slow</text>"));
+        assert!(
+            !html.contains("<h2>Requests</h2>"),
+            "no second table of the same calls"
+        );
+        assert_eq!(html.matches("<rect class=\"error\"").count(), 1);
+        assert_eq!(html.matches("<rect class=\"ok\"").count(), 5);
     }
 }

@@ -40,6 +40,17 @@ pub fn value(a: &Analysis) -> serde_json::Value {
         o.insert("connect_floor".into(), serde_json::json!(l.floor));
         o.insert("refused".into(), serde_json::json!(l.refused));
         o.insert("levels_not_run".into(), serde_json::json!(l.levels_not_run));
+        if !l.rates_not_run.is_empty() {
+            o.insert("rates_not_run".into(), serde_json::json!(l.rates_not_run));
+        }
+        o.insert("limit".into(), serde_json::json!(l.limit));
+        o.insert(
+            "held".into(),
+            serde_json::json!({
+                "at_most": l.levels.iter().filter_map(|r| r.held).max(),
+                "words": l.held,
+            }),
+        );
         o.insert(
             "time_to_ready_s".into(),
             serde_json::json!(l.ready.map(|r| r.1)),
@@ -63,6 +74,7 @@ pub fn value(a: &Analysis) -> serde_json::Value {
                         "health_before": r.health_before.shown(),
                         "health_after": r.health_after.as_ref().map(|h| h.shown()),
                         "restarted": r.restarted,
+                        "died": r.died,
                         "identity_before": r.identity_before,
                         "identity_after": r.identity_after,
                         "reasons": r.reasons,
@@ -70,6 +82,12 @@ pub fn value(a: &Analysis) -> serde_json::Value {
                         "start_t_s": r.start_t_s,
                         "end_t_s": r.end_t_s,
                         "failures": r.failures,
+                        "notes": r.notes,
+                        "time_to_refuse": r.time_to_refuse,
+                        "phases": r.phases,
+                        "held": r.held,
+                        "protocol": r.protocol,
+                        "rate": r.rate,
                     })
                 })
                 .collect::<Vec<_>>()
@@ -78,6 +96,9 @@ pub fn value(a: &Analysis) -> serde_json::Value {
     }
     if let (Some(s), Some(o)) = (&a.soak, v.as_object_mut()) {
         soak(s, o);
+    }
+    if let (Some(w), Some(o)) = (&a.observed, v.as_object_mut()) {
+        o.insert("observed".into(), serde_json::json!(w));
     }
     if let (Some(m), Some(o)) = (&a.merged, v.as_object_mut()) {
         o.insert("merge".into(), serde_json::json!(m));

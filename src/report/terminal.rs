@@ -57,6 +57,9 @@ impl View for Terminal {
         if let Some(l) = &a.load {
             o.push_str(&load_block(self, l));
         }
+        if let Some(w) = &a.observed {
+            o.push_str(&observed_block(self, w));
+        }
         o.push_str(&timeline(self, a));
         o.push_str(&gpu(self, a));
         if let Some(s) = &a.soak {
@@ -89,7 +92,7 @@ pub fn level_header() -> String {
     )
 }
 
-/// One row per level, in the seed's spirit, under [`level_header`].
+/// One row per level, as the harness that printed "4 concurrent = 85 s" laid its table out, under [`level_header`].
 pub fn level_line(r: &LevelRow) -> String {
     let c = &r.counts;
     let s = |x: Option<f64>, p: usize| x.map(|v| format!("{v:.p$}s")).unwrap_or_else(|| "-".into());
@@ -102,17 +105,18 @@ pub fn level_line(r: &LevelRow) -> String {
     let after = r
         .health_after
         .as_ref()
-        .map(|h| h.text())
+        .map(|h| h.said(r.mcp_ping))
         .unwrap_or_else(|| "-".into());
     let verdict = match r.verdict.as_str() {
-        "pass" => "PASS".to_string(),
+        "pass" if r.reasons.is_empty() => "PASS".to_string(),
+        "pass" => format!("PASS ({})", r.reasons.join("; ")),
         v => format!("{} ({})", v.to_uppercase(), r.reasons.join("; ")),
     };
     if r.verdict == "skipped" {
         return format!(
             "{:>4} SKIPPED: health before was {}; {}",
-            r.concurrency,
-            r.health_before.text(),
+            level_name(r),
+            r.health_before.said(r.mcp_ping),
             r.reasons.join("; ")
         );
     }
@@ -126,14 +130,23 @@ pub fn level_line(r: &LevelRow) -> String {
     if c.interrupted > 0 {
         apart.push_str(&format!(" interrupted={}", c.interrupted));
     }
-    let restarted = match (r.restarted, &r.identity_unread) {
-        (true, _) => "yes",
-        (false, Some(_)) => "unknown",
-        (false, None) => "no",
+    // Refusals that took time are worth their durations (a timer may have answered them).
+    if let Some(t) = r
+        .time_to_refuse
+        .as_ref()
+        .filter(|t| t.max >= crate::analyze::ok_timers::MIN_REFUSAL_S)
+    {
+        apart.push_str(&format!(" refused_after={:.2}–{:.2}s", t.min, t.max));
+    }
+    let restarted = match (r.restarted, &r.died, &r.identity_unread) {
+        (true, ..) => "yes",
+        (false, Some(_), _) => "no, died",
+        (false, None, Some(_)) => "unknown",
+        (false, None, None) => "no",
     };
     format!(
         "{:>4} {:>6} {:>7} {:>6} {:>8}  {:>8} {:>8} {:>8}  {:>13}  {:<12} {:<9}{apart}  {verdict}",
-        r.concurrency,
+        level_name(r),
         c.ok,
         c.timeout,
         c.error,
@@ -147,6 +160,11 @@ pub fn level_line(r: &LevelRow) -> String {
     )
 }
 
+/// A level by its concurrency, or an open-loop level by its rate ("200/s").
+fn level_name(r: &LevelRow) -> String {
+    crate::journal::level_name(r.concurrency, r.rate.as_ref().map(|x| x.rate_per_s))
+}
+
 fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
     let mut o = String::new();
     if let Some(f) = l.floor.as_ref().filter(|_| !t.shown_live.floor) {
@@ -158,6 +176,11 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
             "connect floor: {m} to {}:{} (limit {:.0} ms)\n",
             f.host, f.port, f.limit_ms
         ));
+        if let Some(h) = f.handshake_ms {
+            o.push_str(&format!(
+                "  TLS handshake floor: {h:.2} ms after the connect (a new connection's cost on top of the connect's)\n"
+            ));
+        }
         if let Some(a) = &f.advice {
             o.push_str(&t.paint("warn", &format!("  ! {a}\n")));
         }
@@ -170,8 +193,17 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
         o.push_str(&level_header());
         o.push('\n');
     }
-    if !l.levels_not_run.is_empty() {
-        let names: Vec<String> = l.levels_not_run.iter().map(|n| n.to_string()).collect();
+    if !l.levels_not_run.is_empty() || !l.rates_not_run.is_empty() {
+        let names: Vec<String> = l
+            .levels_not_run
+            .iter()
+            .map(|n| n.to_string())
+            .chain(
+                l.rates_not_run
+                    .iter()
+                    .map(|r| crate::journal::rate_words(*r)),
+            )
+            .collect();
         o.push_str(&t.paint("warn", &format!("levels not run: {}\n", names.join(", "))));
     }
     for r in &l.levels {
@@ -181,28 +213,217 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
             o.push('\n');
         } else if !r.failures.is_empty() {
             // The rows are above; only what they could not hold, under the level it belongs to.
-            o.push_str(&t.paint(sev, &format!("level n={}:", r.concurrency)));
+            o.push_str(&t.paint(sev, &format!("level {}:", level_name(r))));
             o.push('\n');
         }
         for n in &r.notes {
             o.push_str(&format!("      note: {n}\n"));
         }
-        for f in r.failures.iter().take(3) {
-            o.push_str(&format!(
-                "      request {} {} after {:.2}s: {}\n",
-                f.id, f.outcome, f.duration_s, f.annotation
-            ));
-            if let Some(d) = &f.detail {
+        if let Some(p) = r
+            .protocol
+            .as_deref()
+            .filter(|p| p.contains("TLS") || p.contains("HTTP/2"))
+        {
+            o.push_str(&format!("      protocol (n={}): {p}\n", r.concurrency));
+        }
+        o.extend(
+            r.phases
+                .as_ref()
+                .and_then(|p| crate::analyze::tcp_timers::phases_line(r.concurrency, p))
+                .map(|p| match &r.rate {
+                    // A rate level's concurrency is its in-flight cap: named by its rate instead.
+                    Some(_) => p.replacen(
+                        &format!("(n={})", r.concurrency),
+                        &format!("({})", level_name(r)),
+                        1,
+                    ),
+                    None => p,
+                })
+                .map(|p| format!("      {p}\n")),
+        );
+        // Failures that say the same are one line; the JSON report keeps each.
+        let mut shown = 0;
+        for g in crate::analyze::verdict::group_failures(&r.failures)
+            .iter()
+            .take(3)
+        {
+            o.push_str(&format!("      {}\n", g.words()));
+            if let Some(d) = &g.first.detail {
                 o.push_str(&format!("        the server said: {d}\n"));
             }
+            shown += g.ids.len();
         }
         let more = (r.counts.timeout + r.counts.error) as usize;
-        if more > 3 {
+        if more > shown {
             o.push_str(&format!(
                 "      … {} more failed requests in the report\n",
-                more - 3
+                more - shown
             ));
         }
+    }
+    if let Some(x) = l.levels.iter().find_map(|r| r.rate.as_ref()) {
+        o.push_str(&format!(
+            "open loop: {} arrivals, seed {}, at most {} in flight; latency counts from each request's intended send\n",
+            x.arrivals, x.seed, x.max_in_flight
+        ));
+    }
+    if let Some(lim) = &l.limit {
+        let sev = if lim.ended.is_none() && lim.holds.is_some() && !lim.witness_bound {
+            "info"
+        } else {
+            "bad"
+        };
+        o.push_str(&t.paint(sev, &format!("limit: {}\n", lim.words)));
+    }
+    if let Some(h) = &l.held {
+        let sev = if h.contains("more than its") {
+            "warn"
+        } else {
+            "info"
+        };
+        o.push_str(&t.paint(sev, &format!("{h}\n")));
+    }
+    o
+}
+
+/// Failed calls listed per method or tool here (the JSON report keeps more).
+const OBSERVED_FAILURES_SHOWN: usize = 5;
+
+/// The calls wrap saw: a table per pass-through (and source), a row per method or tool, then the
+/// failed calls with what the server did meanwhile, then the handshakes.
+fn observed_block(t: &Terminal, w: &crate::analyze::observed::ObservedAnalysis) -> String {
+    use crate::analyze::observed::by_heading;
+    let mut o = String::new();
+    let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
+    for (title, rows) in by_heading(w) {
+        o.push_str(&format!(
+            "{title}, per method or tool (latency over ok calls only; failed calls' durations apart):\n"
+        ));
+        // A journal is input: a tool name of any length must not become a format width past what
+        // `format!` takes; longer names just push the line out.
+        let width = rows
+            .iter()
+            .map(|r| r.label.chars().count())
+            .max()
+            .unwrap_or(4)
+            .clamp(4, 48);
+        o.push_str(&format!(
+            "  {:<width$} {:>6} {:>6} {:>6} {:>8} {:>9}  {:>8} {:>8} {:>8}  failed (kind, count, time to give up)\n",
+            "call", "calls", "ok", "error", "rejected", "cancelled", "p50", "p99", "max"
+        ));
+        for r in &rows {
+            let c = &r.counts;
+            let lat = r.latency.as_ref();
+            let failed: Vec<String> = r
+                .failed_by_kind
+                .iter()
+                .map(|k| {
+                    let after = if k.max_s - k.min_s < 0.005 {
+                        format!("{:.2}s", k.min_s)
+                    } else {
+                        format!("{:.2}–{:.2}s", k.min_s, k.max_s)
+                    };
+                    format!("{} {} after {after}", k.outcome, k.count)
+                })
+                .collect();
+            let mut apart = String::new();
+            if c.timeout > 0 {
+                apart.push_str(&format!(" timeout={}", c.timeout));
+            }
+            if c.interrupted > 0 {
+                apart.push_str(&format!(" interrupted={}", c.interrupted));
+            }
+            let line = format!(
+                "  {:<width$} {:>6} {:>6} {:>6} {:>8} {:>9}  {:>8} {:>8} {:>8}  {}{apart}",
+                r.label,
+                r.calls,
+                c.ok,
+                c.error,
+                c.rejected,
+                c.cancelled,
+                s(lat.map(|l| l.p50)),
+                s(lat.map(|l| l.p99)),
+                s(lat.map(|l| l.max)),
+                if failed.is_empty() {
+                    "-".to_string()
+                } else {
+                    failed.join("; ")
+                },
+            );
+            let sev = if c.error + c.timeout > 0 {
+                "bad"
+            } else {
+                "info"
+            };
+            o.push_str(&t.paint(sev, line.trim_end()));
+            o.push('\n');
+        }
+        let failing: Vec<_> = rows.iter().filter(|r| !r.failures.is_empty()).collect();
+        if !failing.is_empty() {
+            o.push_str("  failed calls:\n");
+        }
+        for r in failing {
+            // Calls that failed saying the same are one line, as a level's requests are; the JSON
+            // report keeps each.
+            let mut shown = 0;
+            let what = format!(" {}:", r.label);
+            for g in crate::analyze::verdict::group_failures(&r.failures)
+                .iter()
+                .take(OBSERVED_FAILURES_SHOWN)
+            {
+                o.push_str(&format!("    {}\n", g.words_as("call", "calls", &what)));
+                if let Some(d) = &g.first.detail {
+                    o.push_str(&format!("      the server said: {d}\n"));
+                }
+                shown += g.ids.len();
+            }
+            let more = r.failures.len().saturating_sub(shown) as u64 + r.failures_not_kept;
+            if more > 0 {
+                o.push_str(&format!(
+                    "    … {more} more failed {} calls in the JSON report\n",
+                    r.label
+                ));
+            }
+        }
+    }
+    if w.calls_not_tabled > 0 {
+        o.push_str(&format!(
+            "  … {} calls of further methods or tools, counted but not tabled\n",
+            w.calls_not_tabled
+        ));
+    }
+    if let Some(h) = &w.handshakes {
+        let took = h
+            .duration
+            .as_ref()
+            .map(|d| {
+                if d.max - d.min < 0.0005 {
+                    format!(", in {}", ms(d.max))
+                } else {
+                    format!(", in {}–{}", ms(d.min), ms(d.max))
+                }
+            })
+            .unwrap_or_default();
+        let version = h
+            .protocol_version
+            .as_ref()
+            .map(|v| format!(" (protocol {v})"))
+            .unwrap_or_default();
+        let how = match (h.count, h.failed) {
+            (1, 0) => "1 MCP initialize, ok".to_string(),
+            (1, _) => "1 MCP initialize, failed".to_string(),
+            (n, _) => format!("{n} MCP initialize ({} ok, {} failed)", h.ok, h.failed),
+        };
+        let line = format!(
+            "  handshake{}: {how}{took}{version}, timed apart from the calls{}",
+            if h.count == 1 { "" } else { "s" },
+            h.first_failure
+                .as_ref()
+                .map(|f| format!("; first failure: {f}"))
+                .unwrap_or_default()
+        );
+        o.push_str(&t.paint(if h.failed > 0 { "bad" } else { "info" }, &line));
+        o.push('\n');
     }
     o
 }
@@ -230,10 +451,11 @@ fn merged_block(t: &Terminal, m: &crate::analyze::merged::MergedAnalysis) -> Str
     for line in &m.structure {
         o.push_str(&format!("  {line}\n"));
     }
-    if !m.groups.is_empty() {
+    if m.groups.iter().any(|g| !g.observed) {
         o.push_str("requests by source and group (latency over ok requests only):\n");
     }
-    for g in &m.groups {
+    // The calls a client made through wrap have their own table, per method or tool, below.
+    for g in m.groups.iter().filter(|g| !g.observed) {
         let c = &g.counts;
         let lat = g
             .latency
@@ -370,7 +592,8 @@ fn soak_block(t: &Terminal, s: &SoakAnalysis) -> String {
     }
     let r = &s.resources;
     let m = &r.memory_trend;
-    if let (Some(b), Some(a)) = (&r.before, &r.after) {
+    // A soak that never started has no trend to tell, whatever a sampler read meanwhile.
+    if let (Some(b), Some(a), None) = (&r.before, &r.after, &s.refused) {
         let sev = if m.class == crate::analyze::trend::TrendClass::Growth {
             "bad"
         } else {
@@ -645,6 +868,9 @@ pub(crate) mod tests {
                     detail: None,
                     body_bytes: None,
                     body_cut: false,
+                    connect_s: None,
+                    headers_s: None,
+                    handshake_s: None,
                 },
             )
         };
@@ -694,6 +920,8 @@ pub(crate) mod tests {
                     identity: None,
                     stopped: None,
                     not_sent: None,
+                    held: None,
+                    protocol: None,
                 },
             ),
             (6.6, end()),
@@ -741,6 +969,88 @@ pub(crate) mod tests {
         assert!(
             full.contains("gpu: not sampled"),
             "a re-render still says it: {full}"
+        );
+    }
+
+    #[test]
+    fn calls_wrap_saw_fail_together_are_one_line() {
+        let a = analyze(&loaded(
+            crate::analyze::observed::tests::cut_off_together_story(),
+        ));
+        let out = String::from_utf8(Terminal::default().render(&a).unwrap()).unwrap();
+        let lines: Vec<&str> = out
+            .lines()
+            .filter(|l| l.trim_start().starts_with("call"))
+            .filter(|l| l.contains("tools/call slow:"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert!(
+            lines[0].trim_start().starts_with(
+                "calls 3–7 (5) tools/call slow: connection closed after 1.96–2.00s: server pid 1234"
+            ),
+            "{out}"
+        );
+        assert!(
+            lines[1]
+                .trim_start()
+                .starts_with("call 9 tools/call slow: JSON-RPC error after 0.01s"),
+            "{out}"
+        );
+        assert!(
+            out.contains("      the server said: -32000 busy\n"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("more failed"),
+            "all six are on the two lines: {out}"
+        );
+    }
+
+    #[test]
+    fn a_wrap_run_s_calls_are_tabled_per_tool_with_the_cut_off_call_annotated() {
+        use crate::analyze::observed::tests::{watchdog_story, WATCHDOG};
+        let a = analyze(&loaded(watchdog_story()));
+        let out = String::from_utf8(Terminal::default().render(&a).unwrap()).unwrap();
+        let head = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("call "))
+            .expect("the table's header");
+        let row = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("tools/call slow"))
+            .unwrap_or_else(|| panic!("a row for the tool:\n{out}"));
+        let col = |name: &str| -> String {
+            let end = head.find(name).unwrap() + name.len();
+            let upto: String = row.chars().take(end).collect();
+            upto.split_whitespace().last().unwrap().to_string()
+        };
+        assert_eq!(
+            [col("calls"), col("ok"), col("error"), col("cancelled")],
+            ["6", "5", "1", "0"],
+            "{head}\n{row}"
+        );
+        assert_eq!(
+            [col("p50"), col("max")],
+            ["1.003s", "1.005s"],
+            "{head}\n{row}"
+        );
+        assert!(
+            row.ends_with("connection closed 1 after 0.84s"),
+            "failed durations apart: {row}"
+        );
+        assert!(
+            out.contains(&format!(
+                "call 6 tools/call slow: connection closed after 0.84s: server pid 1234 exited with 124 (after log line '{WATCHDOG}')"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains("  handshake: 1 MCP initialize, ok, in 12.0ms (protocol 2025-06-18)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("! pid 1234 exited at age 6.00 s — at the 6s timer named in its log line"),
+            "{out}"
         );
     }
 }

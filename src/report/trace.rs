@@ -5,14 +5,17 @@
 //! lifecycle markers and log matches as instants, and resource samples as counters; process "load"
 //! holds the levels as slices, health probes as instants, and every request as an async slice on a
 //! track per worker (async because a worker's request may outlive the thread model: they pair by id,
-//! not by nesting). Exits witness did not ask for and suspected timer deadlines are global instants, a
-//! line across every track.
+//! not by nesting). Calls a real client made through wrap are not the load's: they sit in a process of
+//! their own, "calls seen by wrap (stdio)" or "(proxy)", one track per client or connection. Exits
+//! witness did not ask for and suspected timer deadlines are global instants, a line across every
+//! track.
 
 use serde_json::{json, Value};
 
 use super::View;
 use crate::analyze::picture::{MarkerKind, Unit};
 use crate::analyze::Analysis;
+use crate::journal::observed::Via;
 
 pub struct Trace;
 
@@ -26,6 +29,9 @@ impl View for Trace {
 
 const SERVER: u32 = 1;
 const LOAD: u32 = 2;
+/// Calls seen by wrap's stdio relay, and by its proxy.
+const SEEN_STDIO: u32 = 3;
+const SEEN_PROXY: u32 = 4;
 /// Server threads: lifecycle instants on 1, process bands from 100 on.
 const LIFECYCLE_TID: u32 = 1;
 const BAND_TID: u32 = 100;
@@ -139,17 +145,32 @@ pub fn value(a: &Analysis) -> Value {
         }));
     }
     let mut named = std::collections::HashSet::new();
+    let mut seen_by = std::collections::HashSet::new();
     for s in &p.spans {
-        let g = &p.groups[s.group].name;
+        let group = &p.groups[s.group];
+        let (pid, g, worker) = match &group.observed {
+            Some(o) => {
+                let pid = match o.via {
+                    Via::Stdio => SEEN_STDIO,
+                    Via::Http => SEEN_PROXY,
+                };
+                if seen_by.insert(pid) {
+                    ev.push(meta(pid, None, &o.heading, "process_name"));
+                    ev.push(json!({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}}));
+                }
+                // The stdio relay has one client; the proxy's rows are its connections.
+                let row = match o.via {
+                    Via::Stdio => o.row_is.clone(),
+                    Via::Http => format!("{} {}", o.row_is, s.worker),
+                };
+                (pid, &o.label, row)
+            }
+            None => (LOAD, &group.name, format!("worker {}", s.worker)),
+        };
         // A journal is input: a worker number or a time out of any sane range must not overflow.
         let tid = WORKER_TID.saturating_add(s.worker);
-        if named.insert(s.worker) {
-            ev.push(meta(
-                LOAD,
-                Some(tid),
-                &format!("worker {}", s.worker),
-                "thread_name",
-            ));
+        if named.insert((pid, s.worker)) {
+            ev.push(meta(pid, Some(tid), &worker, "thread_name"));
         }
         // One async track per (group, worker): a worker sends one request at a time.
         let track = ((s.group as u64) << 32) | s.worker as u64;
@@ -158,12 +179,17 @@ pub fn value(a: &Analysis) -> Value {
             "what": if s.what.is_empty() { "ok" } else { s.what.as_str() },
             "duration_ms": (s.end_s - s.start_s) * 1e3,
         });
+        let cat = if group.observed.is_some() {
+            "observed"
+        } else {
+            "request"
+        };
         ev.push(json!({
-            "ph": "b", "pid": LOAD, "tid": tid, "cat": "request", "name": g,
+            "ph": "b", "pid": pid, "tid": tid, "cat": cat, "name": g,
             "id": track, "ts": us(s.start_s), "args": args,
         }));
         ev.push(json!({
-            "ph": "e", "pid": LOAD, "tid": tid, "cat": "request", "name": g,
+            "ph": "e", "pid": pid, "tid": tid, "cat": cat, "name": g,
             "id": track, "ts": us(s.end_s),
         }));
     }
@@ -228,6 +254,9 @@ mod tests {
                     detail: None,
                     body_bytes: None,
                     body_cut: false,
+                    connect_s: None,
+                    headers_s: None,
+                    handshake_s: None,
                 },
             )
         };
@@ -267,5 +296,25 @@ mod tests {
             .unwrap()
             .starts_with("partial:"));
         assert!(ev.iter().any(|e| e["cat"] == "journal"));
+    }
+
+    #[test]
+    fn calls_seen_by_wrap_are_a_process_of_their_own_not_the_load() {
+        let a = analyze(&loaded(crate::analyze::observed::tests::watchdog_story()));
+        let v = value(&a);
+        let ev = v["traceEvents"].as_array().unwrap();
+        let name = ev
+            .iter()
+            .find(|e| e["name"] == "process_name" && e["pid"] == SEEN_STDIO)
+            .expect("a process for the stdio relay's calls");
+        assert_eq!(name["args"]["name"], "calls seen by wrap (stdio)");
+        let begins: Vec<_> = ev.iter().filter(|e| e["ph"] == "b").collect();
+        assert_eq!(begins.len(), 6);
+        assert!(begins
+            .iter()
+            .all(|b| b["pid"] == SEEN_STDIO && b["name"] == "tools/call slow"));
+        assert!(ev.iter().any(|e| e["name"] == "thread_name"
+            && e["pid"] == SEEN_STDIO
+            && e["args"]["name"] == "client"));
     }
 }

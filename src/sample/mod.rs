@@ -3,8 +3,8 @@
 //! one loop ([`spawn_sampling`]) drives them all at the chosen interval.
 
 pub mod container;
-pub mod gauge;
 pub mod gpu;
+pub mod listen;
 pub mod proc;
 
 use std::time::Duration;

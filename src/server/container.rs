@@ -925,6 +925,15 @@ impl Watcher {
         let st = insp.as_ref().and_then(|i| i.state.as_ref());
         let same = st.and_then(|s| s.started_at.as_deref())
             == life.identity.container_started_at.as_deref();
+        // The engine's FinishedAt is containerd's own exit time, taken when the process was reaped;
+        // the die event's time is when the daemon got round to it, which lags on a busy machine (a
+        // request cut by the death would then seem to fail before the server died). It belongs to
+        // this incarnation while it is after its start and not after the event.
+        let at = st
+            .and_then(|s| s.finished_at.as_deref())
+            .and_then(parse_time)
+            .filter(|f| *f >= life.started && *f <= at)
+            .unwrap_or(at);
         let oom = self.oom_seen || (same && st.and_then(|s| s.oom_killed) == Some(true));
         let ex = EngineExit {
             code,

@@ -10,6 +10,11 @@
 //! matched. Invalid UTF-8 is kept lossily, and a last line with no newline is still matched. A
 //! container's output arrives as frames of the engine's log stream instead of pipe reads;
 //! [`LineSink`] serves both the same way.
+//!
+//! A structured line (a JSON object, logfmt) is read by [`crate::journal::logline`], the parser the
+//! views share: the user's patterns match the raw line, the built-in ones only its message and
+//! error, and a duration field is its timer where those words say a timer fired. The raw line is
+//! what is journalled.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -88,15 +93,11 @@ pub struct Patterns {
     needles: aho_corasick::AhoCorasick,
     user_chunk: Option<regex_automata::meta::Regex>,
     timer: Vec<(Regex, bool)>,
+    /// How many of `labels` (the first ones) are the user's `--watch` patterns.
+    user: usize,
 }
 
-/// A `--watch` value that is not a valid regular expression.
-#[derive(Debug, thiserror::Error)]
-#[error("--watch {given:?} is not a valid regular expression: {why}")]
-pub struct BadPattern {
-    pub given: String,
-    pub why: String,
-}
+pub use crate::error::BadPattern;
 
 impl Patterns {
     /// Built-ins plus the user's `--watch` values (`REGEX` or `LABEL=REGEX`). User patterns come first,
@@ -170,6 +171,7 @@ impl Patterns {
             needles,
             user_chunk,
             timer: timer_regexes(),
+            user: user.len(),
         })
     }
 
@@ -185,6 +187,40 @@ impl Patterns {
             .map(|i| self.labels[i].as_str())
             // "Perhaps out of memory?" is a guess (gunicorn's, after any SIGKILL), not an OOM.
             .find(|l| *l != "oom" || !only_a_guess_at_oom(line))
+    }
+
+    /// The label of a structured line (JSON, logfmt): the user's patterns match the raw line, as
+    /// they always do; the built-in ones only the words it says (its message and error), so a
+    /// field's name (`"signal":"SIGTERM"` in an info line) labels nothing.
+    pub fn label_structured(&self, raw: &[u8], words: &str) -> Option<&str> {
+        if let Some(i) = self.set.matches(raw).iter().find(|i| *i < self.user) {
+            return Some(self.labels[i].as_str());
+        }
+        let w = words.as_bytes();
+        self.set
+            .matches(w)
+            .iter()
+            .filter(|i| *i >= self.user)
+            .map(|i| self.labels[i].as_str())
+            .find(|l| *l != "oom" || !only_a_guess_at_oom(w))
+    }
+
+    /// What a line is journalled as: its label and the timer it names. A structured line is
+    /// labelled from its words, and a duration field is its timer where its words say a timer
+    /// fired ("timeout", "deadline", "timed out").
+    pub fn read(&self, raw: &[u8], text: &str) -> Option<(String, Option<f64>)> {
+        let label = self.label_bytes(raw)?;
+        match crate::journal::logline::parse(text) {
+            None => Some((label.to_string(), self.timer_in(text))),
+            Some(s) => {
+                let words = s.words();
+                let label = self.label_structured(raw, &words)?;
+                let timer = self
+                    .timer_in(&words)
+                    .or(s.duration_s.filter(|d| *d > 0.0 && s.says_timeout()));
+                Some((label.to_string(), timer))
+            }
+        }
     }
 
     /// Whether any line wholly inside `chunk` could match (never false when one does). `scratch`
@@ -408,6 +444,9 @@ pub struct LineSink {
     scrubber: Option<crate::secrets::StreamScrubber>,
     /// The run's secret values, masked in a line before it is cut and journalled.
     secrets: Vec<Vec<u8>>,
+    /// The stream carries JSON-RPC (wrap's stdio relay): its messages are the protocol, never log
+    /// lines, whatever words a tool's answer holds.
+    skip_jsonrpc: bool,
 }
 
 impl LineSink {
@@ -438,7 +477,14 @@ impl LineSink {
                 .iter()
                 .map(|s| s.as_bytes().to_vec())
                 .collect(),
+            skip_jsonrpc: false,
         }
+    }
+
+    /// Lines that are JSON-RPC messages are not matched (a stdio MCP server's stdout).
+    pub fn skipping_jsonrpc(mut self) -> Self {
+        self.skip_jsonrpc = true;
+        self
     }
 
     pub fn push(&mut self, chunk: &[u8]) {
@@ -476,9 +522,13 @@ impl LineSink {
             journal,
             traceback,
             secrets,
+            skip_jsonrpc,
             ..
         } = self;
         let look = |line: &[u8], truncated: bool, traceback: &mut bool| {
+            if *skip_jsonrpc && is_jsonrpc(line) {
+                return;
+            }
             on_line(
                 patterns, journal, *stream, *pid, secrets, line, truncated, traceback,
             )
@@ -539,12 +589,25 @@ impl LineSink {
             journal,
             traceback,
             secrets,
+            skip_jsonrpc,
             ..
         } = self;
         lines.finish(&mut |l, t, _| {
-            on_line(patterns, journal, *stream, *pid, secrets, l, t, traceback)
+            if !(*skip_jsonrpc && is_jsonrpc(l)) {
+                on_line(patterns, journal, *stream, *pid, secrets, l, t, traceback)
+            }
         });
     }
+}
+
+/// A JSON-RPC message (or batch) as newline-delimited JSON-RPC frames it: an object or array naming
+/// `"jsonrpc"` near its start.
+fn is_jsonrpc(line: &[u8]) -> bool {
+    let start = line.iter().position(|c| !c.is_ascii_whitespace());
+    start.is_some_and(|i| {
+        matches!(line[i], b'{' | b'[')
+            && memchr::memmem::find(&line[i..line.len().min(i + 256)], b"\"jsonrpc\"").is_some()
+    })
 }
 
 /// Looks at one line: journals it when it matches a watch pattern (or ends a traceback).
@@ -587,21 +650,22 @@ fn on_line(
             return;
         }
     }
-    let Some(label) = patterns.label_bytes(line) else {
-        return;
-    };
-    if label == "traceback" {
-        *traceback = true;
-    }
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end_matches('\r');
+    let Some((label, timer_s)) = patterns.read(line, text) else {
+        return;
+    };
+    // A structured line holds its whole traceback: the lines after it are not inside one.
+    if label == "traceback" && crate::journal::logline::parse(text).is_none() {
+        *traceback = true;
+    }
     journal.emit(Event::Log {
         pid,
         stream,
         line: text.to_string(),
-        label: label.to_string(),
+        label,
         truncated,
-        timer_s: patterns.timer_in(text),
+        timer_s,
     });
 }
 
@@ -742,8 +806,9 @@ mod tests {
         assert_eq!(got, vec![(MAX_LINE, true), (4, false)]);
     }
 
-    #[test]
-    fn a_sink_fed_in_chunks_journals_the_lines_that_match() {
+    /// A journal in a fresh folder, and a sink journalling pid 5's stderr lines into it with the
+    /// built-in patterns.
+    fn stderr_sink_of_pid_5() -> (std::path::PathBuf, crate::journal::Journal, LineSink) {
         use crate::journal::{Header, Journal};
         let dir = std::env::temp_dir().join(format!(
             "witness-logs-test-{}-{}",
@@ -754,13 +819,19 @@ mod tests {
         let path = dir.join("j.jsonl");
         let journal = Journal::create(&path, &Header::new("wrap", vec![])).unwrap();
         let patterns = Arc::new(Patterns::new(&[]).unwrap());
-        let mut sink = LineSink::new(
+        let sink = LineSink::new(
             Stream::Stderr,
             PassThrough::Discard,
             Some(5),
             patterns,
             journal.clone(),
         );
+        (path, journal, sink)
+    }
+
+    #[test]
+    fn a_sink_fed_in_chunks_journals_the_lines_that_match() {
+        let (path, journal, mut sink) = stderr_sink_of_pid_5();
         // Frames from a container's log stream cut lines anywhere.
         sink.push(b"[oi] process watch");
         sink.push(b"dog: force-exiting after 3s\r\nGET /health 200\nthread 'main' pan");
@@ -801,6 +872,22 @@ mod tests {
                     None
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn a_json_line_holding_a_traceback_opens_no_traceback() {
+        let (path, journal, mut sink) = stderr_sink_of_pid_5();
+        sink.push(b"{\"levelname\": \"ERROR\", \"message\": \"request failed\", \"exc_info\": \"Traceback (most recent call last):\\n  File \\\"a.py\\\", line 1\\nValueError: boom\"}\n");
+        sink.push(b"{\"levelname\": \"INFO\", \"message\": \"GET /health 200\"}\n");
+        sink.finish();
+        journal.flush().unwrap();
+        let got = logged(&path);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].1, "traceback");
+        assert!(
+            got[0].0.starts_with("{\"levelname\""),
+            "the raw line is journalled"
         );
     }
 
@@ -956,6 +1043,43 @@ mod tests {
         let p = Patterns::new(&["\\d+ ms".into()]).unwrap();
         assert!(p.user_chunk.is_some());
         assert!(p.may_match(b"took 30 ms\n", &mut scratch));
+    }
+
+    #[test]
+    fn a_structured_line_is_labelled_from_its_level_and_message_never_its_fields() {
+        let p = Patterns::new(&["sig=SIGTERM".into()]).unwrap();
+        let builtin = Patterns::new(&[]).unwrap();
+        let read = |p: &Patterns, l: &str| p.read(l.as_bytes(), l);
+        let shutdown = r#"{"level":"info","ts":1.5,"msg":"shutting down apps, then terminating","signal":"SIGTERM"}"#;
+        assert_eq!(read(&builtin, shutdown), Some(("exit".into(), None)));
+        // The user's patterns still match the raw line, fields and all.
+        assert_eq!(read(&p, shutdown), Some(("sig".into(), None)));
+        let proxy = r#"{"level":"error","ts":1796148050.752073,"logger":"http.log.error","msg":"net/http: timeout awaiting response headers","duration":2.001,"status":504}"#;
+        assert_eq!(read(&builtin, proxy), Some(("timeout".into(), Some(2.001))));
+        // A duration is a timer's evidence only where the words say a timer fired.
+        let served =
+            r#"{"level":"info","msg":"handled request, worker killed later","duration":2.001}"#;
+        assert_eq!(read(&builtin, served), Some(("killed".into(), None)));
+        // A timeout in a field's name or value labels nothing.
+        let config = r#"{"level":"info","msg":"listening","read_timeout":"30s","addr":":8080"}"#;
+        assert_eq!(read(&builtin, config), None);
+        let logfmt = r#"level=error msg="upstream request timed out" duration=2.001s status=504"#;
+        assert_eq!(
+            read(&builtin, logfmt),
+            Some(("timeout".into(), Some(2.001)))
+        );
+        let logfmt_stop = r#"level=info msg="shutting down" signal=SIGTERM"#;
+        assert_eq!(read(&builtin, logfmt_stop), Some(("exit".into(), None)));
+        // The message's own words name the timer before a duration field does.
+        let named = r#"{"level":"warn","msg":"upstream timed out after 5s","elapsed_ms":5004}"#;
+        assert_eq!(read(&builtin, named), Some(("timeout".into(), Some(5.0))));
+        // Plain lines read as they always have.
+        let plain = "[7] [CRITICAL] WORKER TIMEOUT (pid:9) after 30s";
+        assert_eq!(read(&builtin, plain), Some(("timeout".into(), Some(30.0))));
+        assert_eq!(
+            read(&builtin, "received signal SIGTERM"),
+            Some(("killed".into(), None))
+        );
     }
 
     #[test]

@@ -4,13 +4,16 @@
 //! container id + `StartedAt`), a lifecycle in the journal, and a way to stop.
 
 pub mod attach;
+pub mod cgroup;
 pub mod container;
 pub mod exit;
+pub mod fds;
 pub mod guard;
 pub mod logs;
 pub mod process;
 pub mod reaper;
 pub mod tree;
+pub mod watchdog;
 
 use crate::journal::Identity;
 use crate::sample::PidSource;

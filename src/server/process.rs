@@ -8,9 +8,9 @@
 //! The server is a tree (tree.rs): its descendants are journalled as they come and go, witness is
 //! their subreaper, and a child that exits 0 leaving a process that now serves is a daemon witness
 //! adopts: it watches it, measures it and stops it at the end. Nothing witness started outlives it
-//! (guard.rs: a cgroup where privileged, and a watchdog process). stdin is the caller's when asked
-//! (wrap); when it is a terminal the child's process group is made the foreground one, so reading
-//! it does not stop the child with SIGTTIN.
+//! (guard.rs, over cgroup.rs where privileged and watchdog.rs, a watchdog process). stdin is the
+//! caller's when asked (wrap); when it is a terminal the child's process group is made the
+//! foreground one, so reading it does not stop the child with SIGTTIN.
 //!
 //! If witness dies, even by SIGKILL, the child gets SIGKILL from the kernel: `PR_SET_PDEATHSIG` is set
 //! in the forked child. That death signal is tied to the *thread* that forked, so children are only
@@ -62,6 +62,10 @@ pub struct ProcessConfig {
     /// to the load driver, instead of stdin being closed and stdout drained as log lines. Its stderr
     /// is still the log.
     pub stdio: Option<mpsc::UnboundedSender<StdioPipes>>,
+    /// Set once an MCP client closed the server's input for good (wrap's relay saw EOF on its stdin
+    /// after JSON-RPC): an exit after it ends the session, and nothing is restarted into a closed
+    /// pipe.
+    pub input_closed: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// One spawn's protocol pipes (MCP over stdio); a restart sends new ones.
@@ -116,46 +120,7 @@ pub struct Supervisor {
     task: tokio::task::JoinHandle<anyhow::Result<i32>>,
 }
 
-/// The command could not be started at all (exit 127 / 126 like a shell). The OS error is said
-/// once, in this message (not also as a source, which `{:#}` would print a second time); a bare
-/// name that is not found says it was looked up in PATH.
-#[derive(Debug)]
-pub struct SpawnError {
-    pub command: String,
-    pub source: std::io::Error,
-}
-
-impl std::error::Error for SpawnError {}
-
-impl std::fmt::Display for SpawnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let bare = !self.command.contains('/');
-        match self.source.kind() {
-            std::io::ErrorKind::NotFound if bare => write!(
-                f,
-                "could not start {:?}: no such command in PATH ({}); give its path (./{}) or install it",
-                self.command,
-                std::env::var("PATH").unwrap_or_default(),
-                self.command
-            ),
-            std::io::ErrorKind::NotFound => write!(
-                f,
-                "could not start {:?}: no such file",
-                self.command
-            ),
-            _ => write!(f, "could not start {:?}: {}", self.command, self.source),
-        }
-    }
-}
-
-impl SpawnError {
-    pub fn exit_code(&self) -> i32 {
-        match self.source.kind() {
-            std::io::ErrorKind::NotFound => 127,
-            _ => 126,
-        }
-    }
-}
+pub use crate::error::SpawnError;
 
 impl Supervisor {
     /// Starts the first child; fails at once if the command cannot be started.
@@ -248,7 +213,7 @@ fn spawn_child(
         .kill_on_drop(false);
     let parent = std::process::id() as libc::pid_t;
     // witness may have raised its own open-file limit for the ladder: the server gets the original.
-    let limits = crate::load::fds::original();
+    let limits = crate::server::fds::original();
     // SAFETY: only async-signal-safe calls (setrlimit, prctl, getppid, _exit) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -416,7 +381,7 @@ async fn find_daemon(cfg: &ProcessConfig, guard: &Guard) -> Option<(Identity, bo
         if let Some(l) = super::listener_of(port) {
             let mine = |pid: u32| {
                 candidates.iter().any(|c| c.pid == pid)
-                    || super::guard::descendants(
+                    || super::watchdog::descendants(
                         &candidates.iter().map(|c| c.pid).collect::<Vec<_>>(),
                     )
                     .contains(&pid)
@@ -547,7 +512,20 @@ async fn supervise(
                 RestartPolicy::OnFailure => failed,
                 RestartPolicy::Always => true,
             };
-        if !restart {
+        let input_closed = cfg
+            .input_closed
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst));
+        if restart && input_closed {
+            journal.emit(Event::Note {
+                level: "info".into(),
+                text: format!(
+                    "not restarted: the client closed the server's stdin, so pid {} ended with its session",
+                    run.pid
+                ),
+            });
+        }
+        if !restart || input_closed {
             state.send_replace(State::Finished { status });
             return Ok(status);
         }

@@ -8,6 +8,18 @@
 //! wait as subreaper (`wait`), the parent's log line naming its pid (`log_line`), else `unknown`
 //! ("gone, status unknown").
 //!
+//! Workers and helpers apart: a descendant that listens on a socket, lives longer than
+//! [`HELPER_AGE_S`], or has a sibling of its command under the same parent that stays (a pre-fork
+//! pool) is a worker, journalled as today. A child that exits younger, with none of those, is a
+//! helper (an MCP server's `git` per call): its command's first [`HELPERS_JOURNALLED`] are
+//! journalled one by one (marked `helper`), the rest only counted per command in bounded state
+//! (how many, how long they lived, how they ended) and written as one `helpers` event when the tree
+//! stops — except abnormal ends (a signal, a non-zero exit), journalled up to
+//! [`ABNORMAL_JOURNALLED`] per command so a failure around one can name it. Whether a child is a
+//! helper is known only when it exits young, so a command's `worker_start` is held back only once
+//! that command has been seen short-lived [`HELPERS_JOURNALLED`] times, and written after all should
+//! the child outlive the age or be found a worker.
+//!
 //! The root's own state is watched too: a root in process state T (SIGSTOP, a debugger) is said to
 //! be "stopped", which is neither dead nor wedged.
 
@@ -17,12 +29,21 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::cgroup::Cgroup;
 use super::exit::ExitInfo;
-use super::guard::{Cgroup, Watchdog};
+use super::watchdog::Watchdog;
 use crate::journal::{Event, Journal};
 
 /// How often /proc is read for the tree.
 pub const POLL: Duration = Duration::from_millis(100);
+/// A child that exits younger than this (and neither listens nor is one of a pool) is a helper.
+pub const HELPER_AGE_S: f64 = 3.0;
+/// A command's helpers journalled one by one before the rest are only counted.
+pub const HELPERS_JOURNALLED: u64 = 20;
+/// A command's abnormal helper ends journalled one by one beyond those.
+pub const ABNORMAL_JOURNALLED: u64 = 100;
+/// The most commands counted apart; the rest share one row.
+const COMMANDS: usize = 32;
 
 /// One process of the tree, as first seen.
 #[derive(Clone, Debug)]
@@ -33,6 +54,11 @@ pub struct Member {
     pub command: Vec<String>,
     seen: Instant,
     age_when_seen: f64,
+    /// It had a listening socket when first seen (a pre-fork worker inherits its parent's).
+    listens: bool,
+    /// Its `worker_start` is held back (its command has come and gone young before): the run time
+    /// it was first seen at.
+    held: Option<f64>,
 }
 
 impl Member {
@@ -209,6 +235,148 @@ struct Vanished {
     t_s: f64,
     age_s: f64,
     looks: u32,
+    /// A live sibling of the same command under the same parent has stayed past [`HELPER_AGE_S`].
+    pool: bool,
+}
+
+/// Whether `m` is one of a pre-fork pool: a live sibling of the same command under the same parent
+/// has stayed past a helper's age.
+fn in_pool<'a>(live: impl IntoIterator<Item = &'a Member>, m: &Member) -> bool {
+    live.into_iter()
+        .any(|o| o.ppid == m.ppid && o.command == m.command && o.age_s() >= HELPER_AGE_S)
+}
+
+/// Whether a child that ended is a helper: it died young, held no listening socket and was not one
+/// of a pool. Anything else is a worker, journalled as one.
+fn is_helper(age_s: f64, listens: bool, pool: bool) -> bool {
+    age_s < HELPER_AGE_S && !listens && !pool
+}
+
+/// The command a helper is counted under: the program's name and up to two more words, bounded (a
+/// per-call argument such as a commit id would otherwise make a row per call).
+pub fn helper_key(command: &[String]) -> String {
+    let mut words = command.iter();
+    let Some(prog) = words.next() else {
+        return "(gone before its command was read)".into();
+    };
+    let prog = prog.rsplit('/').next().unwrap_or(prog);
+    std::iter::once(prog)
+        .chain(words.map(|w| w.as_str()).take(2))
+        .map(|w| w.chars().take(40).collect::<String>())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One command's helpers, in fixed memory.
+struct Book {
+    count: u64,
+    journalled: u64,
+    abnormal_journalled: u64,
+    /// Lifetimes in microseconds: fixed memory whatever the count.
+    lived: hdrhistogram::Histogram<u64>,
+    min_s: f64,
+    max_s: f64,
+    /// "exit 0", "exit 1", "SIGKILL", "unknown": at most 256 codes and 64 signals.
+    ends: BTreeMap<String, u64>,
+}
+
+impl Book {
+    fn new() -> Book {
+        Book {
+            count: 0,
+            journalled: 0,
+            abnormal_journalled: 0,
+            lived: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2)
+                .expect("valid histogram bounds"),
+            min_s: f64::INFINITY,
+            max_s: 0.0,
+            ends: BTreeMap::new(),
+        }
+    }
+
+    fn count(&mut self, age_s: f64, end: String) {
+        self.count += 1;
+        let _ = self.lived.record(((age_s * 1e6) as u64).max(1));
+        self.min_s = self.min_s.min(age_s);
+        self.max_s = self.max_s.max(age_s);
+        *self.ends.entry(end).or_default() += 1;
+    }
+
+    fn event(&self, command: &str) -> Event {
+        Event::Helpers {
+            command: command.to_string(),
+            count: self.count,
+            journalled: self.journalled,
+            lived_min_s: if self.count == 0 { 0.0 } else { self.min_s },
+            lived_median_s: self.lived.value_at_quantile(0.5) as f64 / 1e6,
+            lived_max_s: self.max_s,
+            ends: self.ends.clone(),
+        }
+    }
+}
+
+/// The book a command's helpers go in: its own, or past [`COMMANDS`] the shared one.
+fn book_for<'a>(books: &'a mut BTreeMap<String, Book>, key: &str) -> &'a mut Book {
+    let key = if books.contains_key(key) || books.len() < COMMANDS {
+        key.to_string()
+    } else {
+        "(other commands)".to_string()
+    };
+    books.entry(key).or_insert_with(Book::new)
+}
+
+/// Whether `pid` holds a listening socket (TCP, TCP6 or Unix). `listening` is read at most once per
+/// look, and only when some new process holds a socket at all.
+fn listens(pid: u32, listening: &mut Option<std::collections::HashSet<u64>>) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    let sockets: Vec<u64> = fds
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            l.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect();
+    if sockets.is_empty() {
+        return false;
+    }
+    let set = listening.get_or_insert_with(listening_inodes);
+    sockets.iter().any(|i| set.contains(i))
+}
+
+/// The inodes of the listening sockets in witness's network namespace.
+fn listening_inodes() -> std::collections::HashSet<u64> {
+    let mut set = std::collections::HashSet::new();
+    for (file, state_col, inode_col, listen) in [
+        ("/proc/net/tcp", 3, 9, "0A"),
+        ("/proc/net/tcp6", 3, 9, "0A"),
+        // Unix: flags 00010000 (__SO_ACCEPTCON) marks a listener; the inode is the last column.
+        ("/proc/net/unix", 3, 6, "00010000"),
+    ] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.get(state_col) == Some(&listen) {
+                if let Some(i) = cols.get(inode_col).and_then(|c| c.parse().ok()) {
+                    set.insert(i);
+                }
+            }
+        }
+    }
+    set
+}
+
+/// A helper's end as its book counts it, and whether it is abnormal (worth naming one by one).
+fn helper_end(code: Option<i32>, signal: Option<&str>) -> (String, bool) {
+    match (code, signal) {
+        (_, Some(sig)) => (sig.to_string(), true),
+        (Some(c), None) => (format!("exit {c}"), c != 0),
+        (None, None) => ("unknown".to_string(), false),
+    }
 }
 
 fn watch(
@@ -220,6 +388,7 @@ fn watch(
 ) {
     let me = std::process::id();
     let mut pending: Vec<Vanished> = Vec::new();
+    let mut books: BTreeMap<String, Book> = BTreeMap::new();
     let mut stopped_root: Option<u32> = None;
     let mut last = false;
     loop {
@@ -232,6 +401,7 @@ fn watch(
         let own = |p: u32| super::reaper::is_own(p);
         let now: Vec<u32> = members_of(&all, root, me, &in_cgroup, &own);
         let t_s = journal.now_s();
+        let mut listening = None;
         {
             let mut members = shared.members.lock().unwrap_or_else(|e| e.into_inner());
             // Gone: no longer a live member with the same start time.
@@ -256,11 +426,13 @@ fn watch(
                         w.forget(pid);
                     }
                     let age_s = m.age_s();
+                    let pool = in_pool(members.values(), &m);
                     pending.push(Vanished {
                         member: m,
                         t_s,
                         age_s,
                         looks: 0,
+                        pool,
                     });
                 }
             }
@@ -271,24 +443,37 @@ fn watch(
                 let Some(s) = all.iter().find(|s| s.pid == *pid) else {
                     continue;
                 };
+                let command = command_of(*pid);
+                let listens = listens(*pid, &mut listening);
+                let seen_young = books
+                    .get(&helper_key(&command))
+                    .is_some_and(|b| b.journalled >= HELPERS_JOURNALLED);
                 let m = Member {
                     pid: *pid,
                     ppid: s.ppid,
                     start_time: s.start_time,
-                    command: command_of(*pid),
+                    command,
                     seen: Instant::now(),
                     age_when_seen: age_of(s.start_time),
+                    listens,
+                    held: (seen_young && !listens).then_some(t_s),
                 };
                 if let Some(w) = &watchdog {
                     w.member(m.pid, m.start_time);
                 }
-                journal.emit(Event::WorkerStart {
-                    pid: m.pid,
-                    ppid: m.ppid,
-                    start_time: m.start_time,
-                    command: m.command.clone(),
-                });
+                if m.held.is_none() {
+                    journal.emit(start_of(&m));
+                }
                 members.insert(*pid, m);
+            }
+            // A held-back child that outlived a helper's age is a worker after all.
+            for m in members.values_mut() {
+                if let Some(at) = m.held {
+                    if m.age_s() >= HELPER_AGE_S {
+                        journal.emit_at(at, start_of(m));
+                        m.held = None;
+                    }
+                }
             }
         }
         // The root stopped (state T) or resumed.
@@ -336,6 +521,27 @@ fn watch(
                     None => ("gone, status unknown".to_string(), "unknown", None, None),
                 },
             };
+            let helper = is_helper(v.age_s, v.member.listens, v.pool);
+            let mut write = true;
+            if helper {
+                let (end, abnormal) = helper_end(code, signal.as_deref());
+                let book = book_for(&mut books, &helper_key(&v.member.command));
+                book.count(v.age_s, end);
+                match v.member.held {
+                    None => book.journalled += 1,
+                    Some(_) if abnormal && book.abnormal_journalled < ABNORMAL_JOURNALLED => {
+                        book.abnormal_journalled += 1;
+                        book.journalled += 1;
+                    }
+                    Some(_) => write = false,
+                }
+            }
+            if !write {
+                return false;
+            }
+            if let Some(at) = v.member.held {
+                journal.emit_at(at, start_of(&v.member));
+            }
             journal.emit_at(
                 v.t_s,
                 Event::WorkerExit {
@@ -347,14 +553,28 @@ fn watch(
                     source: source.into(),
                     code,
                     signal,
+                    helper,
                 },
             );
             false
         });
         if last {
+            // Where every helper was journalled one by one, they say it all themselves.
+            for (command, book) in books.iter().filter(|(_, b)| b.count > b.journalled) {
+                journal.emit(book.event(command));
+            }
             return;
         }
         std::thread::park_timeout(POLL);
+    }
+}
+
+fn start_of(m: &Member) -> Event {
+    Event::WorkerStart {
+        pid: m.pid,
+        ppid: m.ppid,
+        start_time: m.start_time,
+        command: m.command.clone(),
     }
 }
 
@@ -601,6 +821,76 @@ mod tests {
             "{how}"
         );
         assert_eq!(how_from_lines(&lines, 79), None);
+    }
+
+    #[test]
+    fn a_helper_is_counted_under_its_program_and_first_words() {
+        let c = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            helper_key(&c(&["/usr/bin/git", "cat-file", "--batch-check", "HEAD"])),
+            "git cat-file --batch-check"
+        );
+        assert_eq!(helper_key(&c(&["true"])), "true");
+        assert_eq!(helper_key(&[]), "(gone before its command was read)");
+        assert_eq!(helper_end(Some(0), None), ("exit 0".into(), false));
+        assert_eq!(helper_end(Some(1), None), ("exit 1".into(), true));
+        assert_eq!(helper_end(None, Some("SIGKILL")), ("SIGKILL".into(), true));
+        assert_eq!(helper_end(None, None), ("unknown".into(), false));
+    }
+
+    #[test]
+    fn a_child_is_a_worker_if_it_listens_stays_or_belongs_to_a_pool() {
+        let member = |pid, ppid, cmd: &str, age| Member {
+            pid,
+            ppid,
+            start_time: 1,
+            command: vec![cmd.to_string()],
+            seen: Instant::now(),
+            age_when_seen: age,
+            listens: false,
+            held: None,
+        };
+        // A pool: worker 11 has stayed; 12, of the same command under the same parent, died young.
+        let live = [member(11, 10, "worker", 60.0), member(13, 10, "git", 0.01)];
+        assert!(in_pool(&live, &member(12, 10, "worker", 0.5)));
+        assert!(
+            !in_pool(&live, &member(14, 10, "git", 0.5)),
+            "git's siblings are young"
+        );
+        assert!(
+            !in_pool(&live, &member(15, 99, "worker", 0.5)),
+            "another parent's"
+        );
+        assert!(is_helper(0.5, false, false));
+        assert!(!is_helper(0.5, true, false), "it listened");
+        assert!(!is_helper(0.5, false, true), "one of a pool");
+        assert!(!is_helper(HELPER_AGE_S, false, false), "it stayed");
+    }
+
+    #[test]
+    fn a_book_holds_the_same_whatever_the_count() {
+        let mut b = Book::new();
+        for i in 0..10_000u64 {
+            b.count(0.003 + (i % 38) as f64 * 0.001, "exit 0".into());
+        }
+        b.count(0.5, "SIGKILL".into());
+        let Event::Helpers {
+            count,
+            lived_min_s,
+            lived_median_s,
+            lived_max_s,
+            ends,
+            ..
+        } = b.event("git")
+        else {
+            unreachable!()
+        };
+        assert_eq!(count, 10_001);
+        assert!((lived_min_s - 0.003).abs() < 1e-9);
+        assert!((lived_max_s - 0.5).abs() < 1e-9);
+        assert!((lived_median_s - 0.021).abs() < 0.001, "{lived_median_s}");
+        assert_eq!(ends.len(), 2);
+        assert_eq!(ends["SIGKILL"], 1);
     }
 
     #[test]

@@ -24,15 +24,16 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::gauge::{first_line, value_at, Reader};
+use super::health::SoakHealth;
 use super::plan::{Check, CountRange, DurRange, Expect, Phase, SoakPlan, Source};
 use crate::journal::{latency_s, secs, Event, Identity, Journal, RunClock};
 use crate::load::client::{self, HttpClient, RequestSpec};
-use crate::load::health::Prober;
+use crate::load::gate::{self, Gate};
 use crate::load::mcp::{McpTarget, Session, ToolCall};
 use crate::report::bytes;
-use crate::sample::gauge::{first_line, value_at, Reader};
 use crate::sample::PidSource;
-use crate::server::process::Control;
+use crate::server::process::{Control, State};
 use crate::stats::Summary;
 
 /// A send more than this behind its schedule is late: its latency counts from when it was due.
@@ -201,9 +202,16 @@ struct Shared {
     ids: AtomicU64,
     in_flight: AtomicU64,
     live: Mutex<Live>,
-    /// MCP kinds: one session per worker and kind, opened at its first call (handshake journalled
-    /// apart), reused after.
+    /// MCP kinds over streamable HTTP: one session per worker and kind, opened at its first call
+    /// (handshake journalled apart), reused after.
     mcp: tokio::sync::Mutex<HashMap<(u32, usize), SharedSession>>,
+    /// MCP kinds over stdio: the server's pipes, one connection shared by every worker (ids keep
+    /// their answers apart; a restart's new pipes get a new session).
+    stdio: Option<McpTarget>,
+    /// The supervised server's state (a process or container witness runs).
+    state: Option<tokio::sync::watch::Receiver<State>>,
+    /// When a server process last came back after an exit (run clock, f64 bits; 0 before any).
+    back_s: AtomicU64,
 }
 
 /// One worker's MCP session for one kind.
@@ -212,21 +220,49 @@ type SharedSession = Arc<tokio::sync::Mutex<Session>>;
 impl Shared {
     async fn send(&self, kind: usize, worker: u32, sched: &Schedule, rng: &mut StdRng) {
         let k = &self.plan.kinds[kind];
-        let scheduled = sched.late(self.clock.now_s());
+        // Never the harness's wait: a send due while the server is down waits for the new
+        // process, and counts as due no earlier than when it came back.
+        let mut due = *sched;
+        let back_before = self.back_s.load(Ordering::Relaxed);
+        if let Some(mut state) = self.state.clone() {
+            if let Gate::Go { waited: true } = gate::server_up(&mut state, None).await {
+                due.next_s = due.next_s.max(self.clock.now_s());
+            }
+        }
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let spec = RequestSpec {
-            method: k.method.clone(),
-            uri: k.uri.clone(),
-            headers: k.headers.clone(),
-            body: k.render(id, &mut |n| rng.gen_range(0..n)),
-        };
+        let body = k.render(id, &mut |n| rng.gen_range(0..n));
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        let s = match &k.tool {
-            None => client::send(&self.http, &spec, self.plan.limits, &self.plan.rejection).await,
-            Some(tool) => self.call_tool(kind, worker, tool, &spec).await,
+        let s = match (&k.tool, &k.uri) {
+            (None, Some(uri)) => {
+                let spec = RequestSpec {
+                    method: k.method.clone(),
+                    uri: uri.clone(),
+                    headers: k.headers.clone(),
+                    body,
+                };
+                client::send(&self.http, &spec, self.plan.limits, &self.plan.rejection).await
+            }
+            (Some(tool), uri) => {
+                self.call_tool(kind, worker, tool, uri.as_ref(), &k.headers, &body)
+                    .await
+            }
+            // The plan refuses an HTTP kind without a URL; were one here, it is witness's fault.
+            (None, None) => local_failure("a plain HTTP kind without a URL".into()),
         };
         let start_s = self.clock.at(s.start);
         let duration_s = s.end.duration_since(s.start).as_secs_f64();
+        // Late or not is judged when the exchange really began, and never from before the
+        // server's last return: a send that itself waited for a restart (a stdio call waits inside
+        // the link for a process that died under it, and its new session) is due when it went; one
+        // made late by an earlier send's wait is due from the server's return.
+        let back = self.back_s.load(Ordering::Relaxed);
+        let back_s = if back != back_before {
+            start_s
+        } else {
+            f64::from_bits(back).min(start_s)
+        };
+        due.next_s = due.next_s.max(back_s);
+        let scheduled = due.late(start_s);
         {
             let mut l = self.live.lock().unwrap_or_else(|p| p.into_inner());
             l.requests += 1;
@@ -254,6 +290,9 @@ impl Shared {
                 detail: s.detail,
                 body_bytes: s.body_bytes,
                 body_cut: s.body_cut,
+                connect_s: s.connect_s,
+                headers_s: s.headers_s,
+                handshake_s: s.handshake_s,
             },
         );
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -261,35 +300,24 @@ impl Shared {
 
     /// An MCP kind: the rendered body is the tool's arguments (checked to be an object when the plan
     /// was read; a variant that is not JSON is witness's own failure, never the server's).
+    /// `uri`: the streamable HTTP endpoint; None over the server's stdio.
     async fn call_tool(
         &self,
         kind: usize,
         worker: u32,
         tool: &str,
-        spec: &RequestSpec,
+        uri: Option<&hyper::Uri>,
+        headers: &hyper::HeaderMap,
+        body: &[u8],
     ) -> client::Sent {
-        let arguments = if spec.body.is_empty() {
+        let arguments = if body.is_empty() {
             Ok(serde_json::json!({}))
         } else {
-            serde_json::from_slice::<serde_json::Value>(&spec.body)
+            serde_json::from_slice::<serde_json::Value>(body)
         };
         let arguments = match arguments {
             Ok(a) => a,
-            Err(e) => {
-                let now = std::time::Instant::now();
-                return client::Sent {
-                    start: now,
-                    end: now,
-                    outcome: crate::journal::Outcome::Error {
-                        error: crate::journal::ErrorKind::Local,
-                        status: None,
-                    },
-                    status: None,
-                    detail: Some(format!("the plan's arguments are not JSON: {e}")),
-                    body_bytes: None,
-                    body_cut: false,
-                };
-            }
+            Err(e) => return local_failure(format!("the plan's arguments are not JSON: {e}")),
         };
         let call = ToolCall {
             tool: tool.to_string(),
@@ -297,14 +325,25 @@ impl Shared {
             limits: self.plan.limits,
             rejection: self.plan.rejection.clone(),
             modern: None,
-            headers: spec.headers.clone(),
+            headers: headers.clone(),
+            http2: false,
+        };
+        let Some(uri) = uri else {
+            // Over stdio every worker's session is the link itself: nothing to open or keep.
+            return match &self.stdio {
+                Some(link) => {
+                    let mut s = link.open(worker, &call, Some(&self.journal)).await;
+                    s.call_tool(&call).await
+                }
+                None => local_failure("an MCP kind over stdio, but no pipes to the server".into()),
+            };
         };
         let session = {
             let mut m = self.mcp.lock().await;
             match m.get(&(worker, kind)) {
                 Some(s) => s.clone(),
                 None => {
-                    let s = McpTarget::Http(spec.uri.clone())
+                    let s = McpTarget::Http(uri.clone())
                         .open(worker, &call, Some(&self.journal))
                         .await;
                     let s = Arc::new(tokio::sync::Mutex::new(s));
@@ -337,6 +376,26 @@ impl Shared {
             late: l.late,
             p95_s: l.latency.latency().map(|x| x.p95),
         }
+    }
+}
+
+/// A send witness itself could not make: its own failure, never the server's.
+fn local_failure(detail: String) -> client::Sent {
+    let now = std::time::Instant::now();
+    client::Sent {
+        start: now,
+        end: now,
+        outcome: crate::journal::Outcome::Error {
+            error: crate::journal::ErrorKind::Local,
+            status: None,
+        },
+        status: None,
+        detail: Some(detail),
+        body_bytes: None,
+        body_cut: false,
+        connect_s: None,
+        headers_s: None,
+        handshake_s: None,
     }
 }
 
@@ -536,8 +595,13 @@ pub enum Ending {
 pub struct Soak<'a> {
     pub plan: Arc<SoakPlan>,
     pub journal: Journal,
-    pub prober: &'a Prober,
+    /// The health question: the plan's URL, or MCP ping.
+    pub health: &'a SoakHealth,
+    /// A stdio plan's pipes to the server (its MCP kinds' one connection).
+    pub stdio: Option<McpTarget>,
     pub identity: &'a (dyn Fn() -> Option<Identity> + Sync),
+    /// The supervised server's state, when witness supervises it: sends wait out its restarts.
+    pub state: Option<tokio::sync::watch::Receiver<State>>,
     pub injector: Injector,
     pub injects: Vec<Inject>,
     /// Whether witness reads the server's output (fatal log lines can be seen).
@@ -582,6 +646,21 @@ impl Soak<'_> {
             in_flight: AtomicU64::new(0),
             live: Mutex::new(Live::default()),
             mcp: Default::default(),
+            stdio: self.stdio.clone(),
+            state: self.state.clone(),
+            back_s: AtomicU64::new(0f64.to_bits()),
+        });
+        // Notes when the server comes back from each restart: no send counts as due before it.
+        let watch_back = self.state.clone().map(|mut state| {
+            let sh = shared.clone();
+            tokio::spawn(async move {
+                while state.changed().await.is_ok() {
+                    if matches!(&*state.borrow_and_update(), State::Running(_)) {
+                        sh.back_s
+                            .store(sh.clock.now_s().to_bits(), Ordering::Relaxed);
+                    }
+                }
+            })
         });
         let reader = Reader::new(plan.check_timeout);
         let faults = Arc::new(Mutex::new(Faults::default()));
@@ -651,7 +730,7 @@ impl Soak<'_> {
                 break Ending::Interrupted { signal };
             }
             let now_id = (self.identity)();
-            let health = self.prober.probe().await;
+            let (health, health_why) = self.health.probe_journalled("invariant").await;
             let pid = now_id.as_ref().map(|i| i.pid);
             // Read inline, as the process sampler does: a few reads of /proc, and no blocking
             // thread (each new one can claim a fresh malloc arena: witness's own memory would creep).
@@ -674,7 +753,7 @@ impl Soak<'_> {
                 results.push(Verdict::new(
                     "health",
                     health.healthy(),
-                    format!("{} answered {}", plan.health.path(), health.text()),
+                    self.health.words(&health, health_why.as_deref()),
                     true,
                 ));
             }
@@ -806,7 +885,10 @@ impl Soak<'_> {
                     _ if r.name == "same_identity" => {
                         r.detail.push_str(", and no fault was injected")
                     }
-                    _ if r.name == "health" => r.detail.push_str(", not 200"),
+                    // A ping's words already say it failed; a status is not one.
+                    _ if r.name == "health" && !self.health.is_ping() => {
+                        r.detail.push_str(", not 200")
+                    }
                     _ => {}
                 }
             }
@@ -840,6 +922,9 @@ impl Soak<'_> {
 
         injections.abort_all();
         while injections.join_next().await.is_some() {}
+        if let Some(w) = watch_back {
+            w.abort();
+        }
         // A server left stopped would hang the stop and every later reading.
         let stopped = faults
             .lock()

@@ -246,6 +246,9 @@ impl K6Stream {
                 detail: Some(r.detail),
                 body_bytes: None,
                 body_cut: false,
+                connect_s: None,
+                headers_s: None,
+                handshake_s: None,
             },
             origin: None,
         })

@@ -607,6 +607,9 @@ pub(crate) mod tests {
             detail: None,
             body_bytes: None,
             body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
         }
     }
 
@@ -749,6 +752,123 @@ pub(crate) mod tests {
                 .count(),
             1,
             "one end; no settings were recorded"
+        );
+    }
+
+    #[test]
+    fn a_wrap_journal_s_observed_calls_stay_their_own_source_in_a_merge_with_a_load_run() {
+        let d = tempdir();
+        let (w, a) = (d.join("w.jsonl"), d.join("a.jsonl"));
+        let mut closed = request(2, "stdio tools/call slow", 1.0, 1.99);
+        if let Event::Request {
+            outcome, status, ..
+        } = &mut closed
+        {
+            *outcome = Outcome::Error {
+                error: crate::journal::ErrorKind::Closed,
+                status: None,
+            };
+            *status = None;
+        }
+        write(
+            &w,
+            header("wrap", &["witness", "wrap", "--", "srv"], 1000.0),
+            &[
+                (0.0, spawn(7, 70)),
+                (0.5, request(1, "stdio tools/call slow", 0.1, 0.4)),
+                (2.99, closed),
+                (3.0, exit(7, 124)),
+                (3.1, end()),
+            ],
+        );
+        // A load run beside it, whose level's requests are not the client's calls.
+        write(
+            &a,
+            header("load", &["witness", "load", "--url", "u"], 1000.0),
+            &[
+                (
+                    0.0,
+                    crate::journal::Event::Settings(crate::journal::Settings {
+                        load: Some(crate::journal::LoadSettings {
+                            levels: vec![1],
+                            factor: 1.5,
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                ),
+                (0.1, level(0)),
+                (0.3, request(1, "level0", 0.1, 0.2)),
+                (2.7, end()),
+            ],
+        );
+        let specs: Vec<Spec> = [&w, &a]
+            .iter()
+            .map(|p| Spec {
+                path: p.to_path_buf(),
+                kind: Kind::Journal,
+                user_offset_s: None,
+            })
+            .collect();
+        let replay = MergedReplay::open(&specs, vec!["witness".into()]).unwrap();
+        let an = crate::analyze::analyze(&replay);
+        let o = an.observed.as_ref().expect("the wrap source's calls");
+        assert_eq!(o.calls.len(), 1, "{:?}", o.calls);
+        let row = &o.calls[0];
+        assert_eq!(row.source.as_deref(), Some("w.jsonl"));
+        assert_eq!((row.calls, row.counts.ok, row.counts.error), (2, 1, 1));
+        assert!(row.failures[0]
+            .annotation
+            .starts_with("server pid 7 exited with 124"));
+        let load = an.load.as_ref().expect("the load source's ladder");
+        assert_eq!(
+            load.levels[0].counts.ok, 1,
+            "the level counts its own request only"
+        );
+        let m = an.merged.as_ref().unwrap();
+        let shapes: Vec<(&str, &str, &str)> = m
+            .groups
+            .iter()
+            .map(|g| (g.source.as_str(), g.group.as_str(), g.shape.as_str()))
+            .collect();
+        assert!(
+            shapes.contains(&(
+                "w.jsonl",
+                "stdio tools/call slow",
+                "calls seen by wrap (stdio)"
+            )),
+            "{shapes:?}"
+        );
+        assert!(
+            m.structure[0].starts_with("w.jsonl: 2 calls a client made through wrap"),
+            "{:?}",
+            m.structure
+        );
+        // The terminal tables them once, under their own heading, not again as a load group.
+        let text = String::from_utf8(
+            crate::report::View::render(&crate::report::terminal::Terminal::default(), &an)
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(
+            text.contains("calls seen by wrap (stdio) in w.jsonl, per method or tool"),
+            "{text}"
+        );
+        assert!(!text.contains("w.jsonl stdio tools/call slow"), "{text}");
+        assert!(
+            text.contains("level0"),
+            "the load's group still listed: {text}"
+        );
+        // Two lanes: the level's, and the calls', named as such.
+        let lanes: Vec<(&str, bool)> = an
+            .picture
+            .groups
+            .iter()
+            .map(|g| (g.name.as_str(), g.observed.is_some()))
+            .collect();
+        assert_eq!(lanes.len(), 2, "{lanes:?}");
+        assert!(
+            lanes.contains(&("level0", false)) && lanes.contains(&("stdio tools/call slow", true))
         );
     }
 

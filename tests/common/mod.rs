@@ -213,9 +213,92 @@ pub fn wait_listening(port: u16) {
     );
 }
 
+/// Whether this is CI, where a missing tool is a broken setup, not a reason to skip: `CI` set to
+/// anything but empty, `0` or `false` (CI systems set `true`, `1`, `yes` …).
+pub fn on_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| {
+        !matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "" | "0" | "false" | "no"
+        )
+    })
+}
+
 /// Says a test did not run, where `cargo test`'s output shows it even for a passing test (libtest
 /// captures `eprintln!`, not a direct write to the process's stderr).
 pub fn skipped(why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {why} ***");
+}
+
+/// Whether `check` (a shell line) succeeds; without it the test is skipped, or fails on CI.
+pub fn have(what: &str, check: &str) -> bool {
+    let ok = Command::new("sh")
+        .args(["-c", check])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            !on_ci(),
+            "{what} is missing on CI (`{check}` failed): .ci/run must install it"
+        );
+        skipped(&format!("{what} is not installed (`{check}` failed)"));
+    }
+    ok
+}
+
+/// One of the Python programs in examples/py/.
+pub fn py(name: &str) -> PathBuf {
+    repo().join("examples/py").join(name)
+}
+
+/// The official MCP SDK client launches `witness wrap -- python3 stdio_mcp.py` (as an agent launches
+/// its MCP server); returns the client's stdout, witness's journal and report.
+pub fn sdk_session(tag: &str, calls: u32, env: &[(&str, &str)]) -> (String, PathBuf, PathBuf) {
+    let dir = tempdir(tag);
+    let (journal, report) = (dir.join("j.jsonl"), dir.join("r.json"));
+    let mut cmd = Command::new("python3");
+    cmd.arg(py("mcp_client.py"))
+        .arg(calls.to_string())
+        .arg(witness())
+        .args(["wrap", "--journal"])
+        .arg(&journal)
+        .arg("--report")
+        .arg(&report)
+        .args(["--", "python3"])
+        .arg(py("stdio_mcp.py"))
+        .envs(env.iter().copied());
+    let out = run_bounded(&mut cmd, Duration::from_secs(180));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    eprintln!(
+        "client stdout:\n{stdout}\nclient+witness stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (stdout, journal, report)
+}
+
+/// A program on the PATH or in one of `also` (e.g. /usr/sbin for nginx); without it the test is
+/// skipped, or fails on CI (`.ci/run` installs it).
+pub fn tool(name: &str, also: &[&str]) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain(also.iter().map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            !on_ci(),
+            "{name} is not installed: .ci/run installs it, so CI must have it"
+        );
+        skipped(&format!("{name} is not installed (.ci/run installs it)"));
+    }
+    found
+}
+
+/// Debian's nginx (scripts/setup.sh installs nginx-light).
+pub fn nginx() -> Option<PathBuf> {
+    tool("nginx", &["/usr/sbin"])
 }

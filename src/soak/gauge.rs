@@ -8,10 +8,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::{HeaderMap, Uri};
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::soak::plan::Source;
+use super::plan::Source;
 
 /// The most of a body kept for reading a value out of it.
 const BODY_LIMIT: usize = 1 << 20;
@@ -43,7 +43,7 @@ impl Ran {
 
 /// Reads gauges and checks, each within `limit`.
 pub struct Reader {
-    client: Client<HttpConnector, Empty<Bytes>>,
+    client: Client<crate::load::client::Counting, Empty<Bytes>>,
     limit: Duration,
 }
 
@@ -51,7 +51,7 @@ impl Reader {
     pub fn new(limit: Duration) -> Self {
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(0)
-            .build(crate::load::client::connector(limit));
+            .build(crate::load::client::uncounted(limit));
         Self { client, limit }
     }
 

@@ -1,0 +1,1341 @@
+//! The stdio relay: an MCP client launched `witness wrap -- SERVER`, so witness stands between the
+//! client's pipes and the server's. Every byte the client writes goes to the server's stdin and every
+//! byte the server writes on stdout goes to the client, unchanged, in order, chunk by chunk as it
+//! arrives (never held back for a newline); EOF from the client closes the server's stdin.
+//!
+//! Relay first, read second: each chunk is copied into a bounded line reader per direction, and each
+//! complete line is read as newline-delimited JSON-RPC (a batch array too). Requests, their answers
+//! and the notifications that matter (`notifications/cancelled`, `notifications/progress`) become
+//! one exchange record per call, in the same compact form `load` writes, with one outcome by the
+//! rules `load --mcp` uses: the start is when the request's last byte was read from the client (or,
+//! when no server ran then, when it reached the restarted one: the harness's wait is never the
+//! server's latency), the end when the answer's last byte was read from the server. A call still in
+//! flight when the server's stdout closes is journalled then as `connection closed`; one the client
+//! cancels is `cancelled`. `initialize` is journalled apart, as load does. Requests the server sends
+//! the client (sampling, elicitation, roots) are kept too, named as going the other way.
+//!
+//! Back-pressure both ways comes from blocking writes: while the server does not read its stdin,
+//! the reader of witness's stdin waits on its write and reads no more; while the client does not read
+//! witness's stdout, the reader of the server's stdout waits likewise. Memory is bounded: one read
+//! buffer per direction, a line copy of at most [`MAX_LINE`] (a longer line passes through, and only
+//! its start is read), and at most [`MAX_PENDING`] calls in flight tracked.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::journal::observed::{Observed, Via};
+use crate::journal::{ErrorKind, Event, Journal, Outcome};
+use crate::load::outcome::Rejection;
+use crate::server::logs::{LineSink, PassThrough, Patterns};
+use crate::server::process::StdioPipes;
+
+/// A line longer than this passes through whole, but only its first [`OVERLONG_KEEP`] bytes are
+/// read (for the answer's id).
+pub const MAX_LINE: usize = 4 * 1024 * 1024;
+const OVERLONG_KEEP: usize = 64 * 1024;
+/// What is kept of a line that cannot be JSON-RPC: enough to quote a banner.
+const JUNK_KEEP: usize = 120;
+/// Calls in flight that are tracked; more are passed through and counted, not timed.
+pub const MAX_PENDING: usize = 4096;
+/// One read of either side.
+const READ_BYTES: usize = 64 * 1024;
+/// How much of a text a detail keeps.
+const DETAIL: usize = 200;
+
+/// Which way a line went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    FromClient,
+    FromServer,
+}
+
+impl Dir {
+    fn index(self) -> usize {
+        match self {
+            Dir::FromClient => 0,
+            Dir::FromServer => 1,
+        }
+    }
+    fn words(self) -> &'static str {
+        match self {
+            Dir::FromClient => "from the client",
+            Dir::FromServer => "on the server's stdout",
+        }
+    }
+}
+
+// ---- reading lines (pure) ------------------------------------------------------------------------
+
+/// Splits one direction's bytes into lines, on a bounded copy. A line whose first byte (past
+/// blanks) opens no JSON object or array is never copied: it is counted, not read.
+#[derive(Default)]
+pub struct LineReader {
+    line: Vec<u8>,
+    /// Bytes of the current line beyond what is kept.
+    over: u64,
+    /// The current line cannot be JSON-RPC (its first byte says so).
+    junk: bool,
+    /// The current line's first byte past blanks has been seen.
+    decided: bool,
+}
+
+/// A complete line as read: its bytes (all of it, or its start when it was longer than
+/// [`MAX_LINE`]; none when it cannot be JSON) and its whole length.
+pub struct Line<'a> {
+    pub bytes: &'a [u8],
+    pub len: u64,
+    pub cut: bool,
+    pub junk: bool,
+}
+
+impl LineReader {
+    /// Feeds a chunk; `each` gets every line it completes, without the newline.
+    pub fn push(&mut self, mut chunk: &[u8], mut each: impl FnMut(Line<'_>)) {
+        while let Some(i) = memchr::memchr(b'\n', chunk) {
+            self.keep(&chunk[..i]);
+            each(Line {
+                bytes: &self.line,
+                len: self.line.len() as u64 + self.over,
+                cut: self.over > 0 && !self.junk,
+                junk: self.junk,
+            });
+            self.line.clear();
+            self.over = 0;
+            self.junk = false;
+            self.decided = false;
+            chunk = &chunk[i + 1..];
+        }
+        self.keep(chunk);
+    }
+
+    /// A line has begun and not ended.
+    pub fn open(&self) -> bool {
+        !self.line.is_empty() || self.over > 0
+    }
+
+    fn keep(&mut self, part: &[u8]) {
+        if !self.decided {
+            if let Some(first) = part.iter().find(|c| !c.is_ascii_whitespace()) {
+                self.decided = true;
+                self.junk = *first != b'{' && *first != b'[';
+            }
+        }
+        if self.junk {
+            // Only its start is kept, for the note that quotes a banner.
+            let room = JUNK_KEEP.saturating_sub(self.line.len()).min(part.len());
+            self.line.extend_from_slice(&part[..room]);
+            self.over += (part.len() - room) as u64;
+            return;
+        }
+        if self.over > 0 {
+            self.over += part.len() as u64;
+            return;
+        }
+        let room = MAX_LINE - self.line.len();
+        if part.len() <= room {
+            self.line.extend_from_slice(part);
+        } else {
+            // Too long to read whole: keep its start, count the rest.
+            self.line.extend_from_slice(&part[..room]);
+            self.line.truncate(OVERLONG_KEEP);
+            self.line.shrink_to(OVERLONG_KEEP);
+            self.over = (part.len() - room) as u64 + (MAX_LINE - OVERLONG_KEEP) as u64;
+        }
+    }
+}
+
+// ---- reading JSON-RPC (pure) ---------------------------------------------------------------------
+
+/// Only what the tracker needs of a message: never the arguments' values (they are skipped, not
+/// kept), and the answer's body only as present or not.
+#[derive(Deserialize)]
+struct Msg {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Params>,
+    #[serde(default)]
+    result: Option<IgnoredAny>,
+    #[serde(default)]
+    error: Option<RpcError>,
+}
+
+/// The few parameters witness reads: a call's tool and progress token, a cancel's request, a
+/// progress notification's token.
+#[derive(Deserialize, Default)]
+struct Params {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<Meta>,
+    #[serde(default, rename = "requestId")]
+    request_id: Option<Value>,
+    #[serde(default)]
+    reason: Option<Value>,
+    #[serde(default, rename = "progressToken")]
+    progress_token: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct Meta {
+    #[serde(default, rename = "progressToken")]
+    progress_token: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct RpcError {
+    #[serde(default)]
+    code: Option<Value>,
+    #[serde(default)]
+    message: Option<Value>,
+}
+
+/// A JSON id as a key: numbers and strings kept apart (`1` and `"1"` are different ids).
+fn key(id: &Value) -> String {
+    id.to_string()
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// One call in flight.
+struct Pending {
+    group: String,
+    initialize: bool,
+    tool_call: bool,
+    start: Instant,
+    /// The server process it was written to (client → server calls).
+    pid: Option<u32>,
+    progress: u32,
+    /// It reached a restarted server only after witness waited for it (seconds waited).
+    waited_s: Option<f64>,
+    /// Its progress token, while it is in flight.
+    token: Option<String>,
+}
+
+/// A call that ended, to be journalled.
+#[derive(Debug, PartialEq)]
+pub enum Finished {
+    Exchange {
+        group: String,
+        start: Instant,
+        end: Instant,
+        outcome: Outcome,
+        detail: Option<String>,
+        /// The answer's size in bytes.
+        bytes: Option<u64>,
+    },
+    /// The `initialize` handshake, journalled apart.
+    Session {
+        start: Instant,
+        end: Instant,
+        ok: bool,
+        version: Option<String>,
+        detail: Option<String>,
+    },
+}
+
+/// What the relay could not read, and what it read, per direction.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counts {
+    pub messages: [u64; 2],
+    pub not_jsonrpc_lines: [u64; 2],
+    pub not_jsonrpc_bytes: [u64; 2],
+    pub overlong_lines: [u64; 2],
+    pub overlong_bytes: [u64; 2],
+    /// The start of the first line on the server's stdout that was not JSON-RPC (a banner).
+    pub first_not_jsonrpc: Option<String>,
+    pub notifications: [u64; 2],
+    pub progress: u64,
+    pub untracked: u64,
+    /// Answers for no call in flight (after a cancel, or an unknown id).
+    pub unmatched_answers: u64,
+    pub batches: u64,
+}
+
+/// The calls in flight, both ways, from the lines that passed. Pure: instants come in with the
+/// lines, records go out as [`Finished`].
+pub struct Tracker {
+    calls: HashMap<String, Pending>,
+    asks: HashMap<String, Pending>,
+    progress_of: HashMap<String, String>,
+    rejection: Rejection,
+    pub counts: Counts,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Self::new(Rejection::default())
+    }
+}
+
+impl Tracker {
+    pub fn new(rejection: Rejection) -> Self {
+        Self {
+            calls: HashMap::new(),
+            asks: HashMap::new(),
+            progress_of: HashMap::new(),
+            rejection,
+            counts: Counts::default(),
+        }
+    }
+
+    /// A call that ended no longer takes progress notifications.
+    fn forget(&mut self, p: &Pending) {
+        if let Some(t) = &p.token {
+            self.progress_of.remove(t);
+        }
+    }
+
+    /// One complete line. `pid`: the server process it came from or went to.
+    pub fn line(
+        &mut self,
+        dir: Dir,
+        line: Line<'_>,
+        at: Instant,
+        pid: Option<u32>,
+        waited_s: Option<f64>,
+        out: &mut Vec<Finished>,
+    ) {
+        let d = dir.index();
+        if line.junk {
+            self.counts.not_jsonrpc_lines[d] += 1;
+            self.counts.not_jsonrpc_bytes[d] += line.len;
+            if dir == Dir::FromServer && self.counts.first_not_jsonrpc.is_none() {
+                self.counts.first_not_jsonrpc =
+                    Some(clip(&String::from_utf8_lossy(trim(line.bytes)), 80));
+            }
+            return;
+        }
+        if line.cut {
+            self.counts.overlong_lines[d] += 1;
+            self.counts.overlong_bytes[d] += line.len;
+            if dir == Dir::FromServer {
+                self.overlong_answer(line, at, out);
+            }
+            return;
+        }
+        let text = trim(line.bytes);
+        if text.is_empty() {
+            return;
+        }
+        let parsed = match text[0] {
+            b'{' => serde_json::from_slice::<Msg>(text).map(|m| vec![m]),
+            b'[' => serde_json::from_slice::<Vec<Msg>>(text),
+            _ => Err(serde::de::Error::custom("not JSON")),
+        };
+        let Ok(msgs) = parsed.map_err(|_: serde_json::Error| ()) else {
+            self.counts.not_jsonrpc_lines[d] += 1;
+            self.counts.not_jsonrpc_bytes[d] += line.len;
+            if dir == Dir::FromServer && self.counts.first_not_jsonrpc.is_none() {
+                self.counts.first_not_jsonrpc = Some(clip(&String::from_utf8_lossy(text), 80));
+            }
+            return;
+        };
+        if text[0] == b'[' {
+            self.counts.batches += 1;
+        }
+        for m in msgs {
+            self.counts.messages[d] += 1;
+            self.message(dir, m, text, line.len, at, pid, waited_s, out);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn message(
+        &mut self,
+        dir: Dir,
+        m: Msg,
+        whole: &[u8],
+        len: u64,
+        at: Instant,
+        pid: Option<u32>,
+        waited_s: Option<f64>,
+        out: &mut Vec<Finished>,
+    ) {
+        let id = m.id.filter(|v| !v.is_null());
+        let params = m.params.unwrap_or_default();
+        match (m.method, id) {
+            // A request: from the client, a call; from the server, a question for the client.
+            (Some(method), Some(id)) => {
+                let tool_call = dir == Dir::FromClient && method == "tools/call";
+                let group = Observed {
+                    via: Via::Stdio,
+                    to_client: dir == Dir::FromServer,
+                    name: if tool_call {
+                        Some(match &params.name {
+                            Some(Value::String(n)) => n.clone(),
+                            _ => "-".into(),
+                        })
+                    } else {
+                        None
+                    },
+                    method: method.clone(),
+                }
+                .group();
+                let map = match dir {
+                    Dir::FromClient => &mut self.calls,
+                    Dir::FromServer => &mut self.asks,
+                };
+                if map.len() >= MAX_PENDING {
+                    self.counts.untracked += 1;
+                    return;
+                }
+                let k = key(&id);
+                let token = params.meta.and_then(|m| m.progress_token).map(|t| key(&t));
+                if let Some(t) = &token {
+                    if self.progress_of.len() < MAX_PENDING {
+                        self.progress_of.insert(t.clone(), k.clone());
+                    }
+                }
+                map.insert(
+                    k,
+                    Pending {
+                        token,
+                        group,
+                        initialize: dir == Dir::FromClient && method == "initialize",
+                        tool_call,
+                        start: at,
+                        pid: (dir == Dir::FromClient).then_some(pid).flatten(),
+                        progress: 0,
+                        waited_s,
+                    },
+                );
+            }
+            // A notification.
+            (Some(method), None) => {
+                self.counts.notifications[dir.index()] += 1;
+                match method.as_str() {
+                    "notifications/cancelled" => {
+                        let Some(request) = params.request_id else {
+                            return;
+                        };
+                        // The client cancels its call; the server, its question to the client.
+                        let map = match dir {
+                            Dir::FromClient => &mut self.calls,
+                            Dir::FromServer => &mut self.asks,
+                        };
+                        if let Some(p) = map.remove(&key(&request)) {
+                            self.forget(&p);
+                            let waited = at.saturating_duration_since(p.start).as_secs_f64();
+                            let who = match dir {
+                                Dir::FromClient => "the client",
+                                Dir::FromServer => "the server",
+                            };
+                            let mut detail = format!("cancelled by {who} after {waited:.3}s");
+                            if let Some(Value::String(r)) = &params.reason {
+                                if !r.is_empty() {
+                                    detail.push_str(&format!(": {}", clip(r, DETAIL)));
+                                }
+                            }
+                            out.push(Finished::Exchange {
+                                group: p.group,
+                                start: p.start,
+                                end: at,
+                                outcome: Outcome::Error {
+                                    error: ErrorKind::Cancelled,
+                                    status: None,
+                                },
+                                detail: Some(detail),
+                                bytes: None,
+                            });
+                        }
+                    }
+                    "notifications/progress" => {
+                        self.counts.progress += 1;
+                        let token = params.progress_token.as_ref().map(key);
+                        if let Some(call) = token.and_then(|t| self.progress_of.get(&t)) {
+                            if let Some(p) = self.calls.get_mut(call) {
+                                p.progress += 1;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            // An answer: from the server to a call, from the client to a question.
+            (None, Some(id)) => {
+                let map = match dir {
+                    Dir::FromServer => &mut self.calls,
+                    Dir::FromClient => &mut self.asks,
+                };
+                let Some(p) = map.remove(&key(&id)) else {
+                    self.counts.unmatched_answers += 1;
+                    return;
+                };
+                self.forget(&p);
+                out.push(self.answered(p, m.result.is_some(), m.error, whole, len, at));
+            }
+            (None, None) => {
+                // A JSON object that is no JSON-RPC message.
+                self.counts.messages[dir.index()] -= 1;
+                self.counts.not_jsonrpc_lines[dir.index()] += 1;
+                self.counts.not_jsonrpc_bytes[dir.index()] += len;
+            }
+        }
+    }
+
+    fn answered(
+        &self,
+        p: Pending,
+        result: bool,
+        error: Option<RpcError>,
+        whole: &[u8],
+        len: u64,
+        at: Instant,
+    ) -> Finished {
+        if p.initialize {
+            let version = result
+                .then(|| serde_json::from_slice::<Value>(whole).ok())
+                .flatten()
+                .and_then(|v| v["result"]["protocolVersion"].as_str().map(String::from));
+            return Finished::Session {
+                start: p.start,
+                end: at,
+                ok: result,
+                version,
+                detail: error.map(|e| rpc_words(&e)),
+            };
+        }
+        let (outcome, mut detail) = if p.tool_call && error.is_none() && !says_is_error(whole) {
+            // A result that never says `"isError": true` is ok by load's rules whatever else it
+            // holds: no need to build it (the common case, and the relay's hot path).
+            (Outcome::Ok, None)
+        } else if p.tool_call {
+            // The whole message, as load reads a tools/call answer (isError, its text, refusals).
+            match serde_json::from_slice::<Value>(whole) {
+                Ok(v) => {
+                    // A batch line: the answer is the element with this id.
+                    let v = match v {
+                        Value::Array(items) => items
+                            .into_iter()
+                            .find(|i| i.get("result").is_some() || i.get("error").is_some())
+                            .unwrap_or(Value::Null),
+                        v => v,
+                    };
+                    crate::load::mcp::classify_reply(&v, &self.rejection)
+                }
+                Err(_) => (Outcome::Ok, None),
+            }
+        } else if let Some(e) = error {
+            (
+                Outcome::Error {
+                    error: ErrorKind::Rpc,
+                    status: None,
+                },
+                Some(rpc_words(&e)),
+            )
+        } else {
+            (Outcome::Ok, None)
+        };
+        let mut extra = Vec::new();
+        if let Some(w) = p.waited_s {
+            extra.push(waited_words(w));
+        }
+        if p.progress > 0 {
+            extra.push(format!("{} progress notification(s)", p.progress));
+        }
+        if !extra.is_empty() {
+            let mut d = detail.take().map(|d| vec![d]).unwrap_or_default();
+            d.extend(extra);
+            detail = Some(d.join("; "));
+        }
+        Finished::Exchange {
+            group: p.group,
+            start: p.start,
+            end: at,
+            outcome,
+            detail,
+            bytes: Some(len),
+        }
+    }
+
+    /// An answer too long to read whole: its id is looked for in its start, and it counts as ok
+    /// unless its start says otherwise.
+    fn overlong_answer(&mut self, line: Line<'_>, at: Instant, out: &mut Vec<Finished>) {
+        let Some(id) = id_in_start(line.bytes) else {
+            return;
+        };
+        let Some(p) = self.calls.remove(&id) else {
+            self.counts.unmatched_answers += 1;
+            return;
+        };
+        self.forget(&p);
+        let start = String::from_utf8_lossy(line.bytes);
+        let failed = start.contains("\"isError\":true") || start.contains("\"error\":{");
+        let outcome = if failed {
+            Outcome::Error {
+                error: if start.contains("\"isError\":true") {
+                    ErrorKind::ToolError
+                } else {
+                    ErrorKind::Rpc
+                },
+                status: None,
+            }
+        } else {
+            Outcome::Ok
+        };
+        out.push(Finished::Exchange {
+            group: p.group,
+            start: p.start,
+            end: at,
+            outcome,
+            detail: Some(format!(
+                "an answer of {} bytes, longer than witness reads ({} MiB): passed through whole, its outcome read from its start",
+                line.len,
+                MAX_LINE >> 20
+            )),
+            bytes: Some(line.len),
+        });
+    }
+
+    /// The server process `pid` closed its stdout: every call written to it and not answered was
+    /// cut off now.
+    pub fn server_closed(&mut self, pid: u32, at: Instant, out: &mut Vec<Finished>) {
+        let cut: Vec<String> = self
+            .calls
+            .iter()
+            .filter(|(_, p)| p.pid == Some(pid))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in cut {
+            let p = self.calls.remove(&k).expect("listed above");
+            self.forget(&p);
+            out.push(closed(
+                p,
+                at,
+                format!("the server's stdout closed with the call in flight (pid {pid})"),
+            ));
+        }
+        // Its questions to the client can no longer be answered.
+        let asks: Vec<Pending> = self.asks.drain().map(|(_, p)| p).collect();
+        for p in asks {
+            self.forget(&p);
+            out.push(closed(
+                p,
+                at,
+                format!("the server (pid {pid}) closed its stdout before the client answered"),
+            ));
+        }
+    }
+
+    /// The relay ends: whatever is still in flight was never answered.
+    pub fn finish(&mut self, at: Instant, out: &mut Vec<Finished>) {
+        self.progress_of.clear();
+        for (_, p) in self.calls.drain().chain(self.asks.drain()) {
+            let why = match p.pid {
+                Some(pid) => {
+                    format!("never answered: the relay ended with the call in flight (pid {pid})")
+                }
+                None => "never delivered: no server was running to take it".into(),
+            };
+            out.push(closed(p, at, why));
+        }
+    }
+}
+
+/// Said of a call that reached a restarted server only after witness waited for it.
+fn waited_words(w: f64) -> String {
+    format!(
+        "sent once the restarted server was up (the request waited {w:.3}s for it, not counted)"
+    )
+}
+
+/// A JSON-RPC error as load words it: "JSON-RPC error -32602: Unknown tool".
+fn rpc_words(e: &RpcError) -> String {
+    let code = e.code.as_ref().map(Value::to_string).unwrap_or_default();
+    let message = match &e.message {
+        Some(Value::String(m)) => m.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    format!("JSON-RPC error {code}: {}", clip(&message, DETAIL))
+}
+
+fn closed(p: Pending, at: Instant, mut why: String) -> Finished {
+    if let Some(w) = p.waited_s {
+        why.push_str(&format!("; {}", waited_words(w)));
+    }
+    if p.initialize {
+        return Finished::Session {
+            start: p.start,
+            end: at,
+            ok: false,
+            version: None,
+            detail: Some(why),
+        };
+    }
+    Finished::Exchange {
+        group: p.group,
+        start: p.start,
+        end: at,
+        outcome: Outcome::Error {
+            error: ErrorKind::Closed,
+            status: None,
+        },
+        detail: Some(why),
+        bytes: None,
+    }
+}
+
+/// Whether a message holds the key `"isError"` with the value `true` anywhere (a key, since a quote
+/// inside a JSON string is escaped). False means the result is surely not a tool error; true sends
+/// it to the exact reading.
+fn says_is_error(b: &[u8]) -> bool {
+    memchr::memmem::find_iter(b, b"\"isError\"").any(|at| {
+        let rest = trim(&b[at + 9..]);
+        rest.strip_prefix(b":")
+            .is_some_and(|v| trim(v).starts_with(b"true"))
+    })
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |i| i + 1);
+    &b[start..end]
+}
+
+/// The first `"id":` value in the start of a message (SDKs write `jsonrpc` and `id` first), as a key.
+fn id_in_start(b: &[u8]) -> Option<String> {
+    let at = memchr::memmem::find(b, b"\"id\"")?;
+    let mut rest = trim(&b[at + 4..]);
+    rest = trim(rest.strip_prefix(b":")?);
+    let mut de = serde_json::Deserializer::from_slice(rest).into_iter::<Value>();
+    de.next()?
+        .ok()
+        .filter(|v| v.is_number() || v.is_string())
+        .map(|v| key(&v))
+}
+
+// ---- the relay (threads) ---------------------------------------------------------------------------
+
+/// A server process's pid and the write end of its stdin.
+type ServerStdin = (u32, Arc<File>);
+
+/// Where the client's bytes go now: the running server's stdin, if any.
+#[derive(Default)]
+struct Slot {
+    child: Option<ServerStdin>,
+    client_eof: bool,
+    /// The server is gone for good: nothing more will take the client's bytes.
+    gone: bool,
+}
+
+struct Shared {
+    journal: Journal,
+    /// The server's watch patterns: the lines on its stdout that are not JSON-RPC are its log too.
+    patterns: Arc<Patterns>,
+    tracker: Mutex<Tracker>,
+    slot: Mutex<Slot>,
+    changed: Condvar,
+    stdout: Mutex<File>,
+    client_gone: AtomicBool,
+    /// Set at the client's EOF, for the supervisor (no restart into a closed session).
+    input_closed: Arc<AtomicBool>,
+    undelivered: AtomicU64,
+    /// Readers of a server's stdout still running.
+    readers: Mutex<usize>,
+    readers_done: Condvar,
+}
+
+/// The running relay. Started before the server, fed each spawn's pipes, stopped after the server
+/// is gone for good.
+pub struct Relay {
+    shared: Arc<Shared>,
+}
+
+impl Relay {
+    /// Starts reading witness's stdin. Fails only when witness's own stdin or stdout cannot be
+    /// duplicated.
+    pub fn start(
+        journal: Journal,
+        patterns: Arc<Patterns>,
+        input_closed: Arc<AtomicBool>,
+    ) -> std::io::Result<Self> {
+        let stdin = dup(0)?;
+        let stdout = dup(1)?;
+        let shared = Arc::new(Shared {
+            journal,
+            patterns,
+            tracker: Mutex::new(Tracker::default()),
+            slot: Mutex::new(Slot::default()),
+            changed: Condvar::new(),
+            stdout: Mutex::new(stdout),
+            client_gone: AtomicBool::new(false),
+            input_closed,
+            undelivered: AtomicU64::new(0),
+            readers: Mutex::new(0),
+            readers_done: Condvar::new(),
+        });
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("relay-client".into())
+            .spawn(move || client_to_server(s, stdin))?;
+        Ok(Self { shared })
+    }
+
+    /// A new server process's pipes (the first spawn, or a restart): the client's bytes go to it
+    /// from now on, and its stdout is relayed to the client.
+    pub fn attach(&self, pipes: StdioPipes) {
+        let StdioPipes { pid, stdin, stdout } = pipes;
+        let (Ok(stdin), Ok(stdout)) = (stdin.into_owned_fd(), stdout.into_owned_fd()) else {
+            self.shared.journal.emit(Event::Note {
+                level: "error".into(),
+                text: format!(
+                    "relay: could not take the pipes of server pid {pid}; its stdio is not relayed"
+                ),
+            });
+            return;
+        };
+        crate::server::logs::widen_pipe(std::os::fd::AsFd::as_fd(&stdout));
+        {
+            let mut slot = self.shared.slot.lock().expect("relay slot");
+            // After the client's EOF, a new server gets EOF at once, as the old one did.
+            slot.child = (!slot.client_eof).then(|| (pid, Arc::new(File::from(stdin))));
+            self.shared.changed.notify_all();
+        }
+        *self.shared.readers.lock().expect("relay readers") += 1;
+        let s = self.shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("relay-server-{pid}"))
+            .spawn(move || server_to_client(s, pid, File::from(stdout)));
+        if spawned.is_err() {
+            *self.shared.readers.lock().expect("relay readers") -= 1;
+        }
+    }
+
+    /// The server is gone for good: waits up to `linger` for the last server's stdout to be relayed
+    /// to its end (a grandchild holding it open is not waited for longer), journals the calls left
+    /// in flight and what the relay could not read.
+    pub fn stop(&self, linger: Duration) {
+        {
+            let mut slot = self.shared.slot.lock().expect("relay slot");
+            slot.gone = true;
+            slot.child = None;
+            self.shared.changed.notify_all();
+        }
+        let deadline = Instant::now() + linger;
+        let mut readers = self.shared.readers.lock().expect("relay readers");
+        while *readers > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            readers = self
+                .shared
+                .readers_done
+                .wait_timeout(readers, left)
+                .expect("relay readers")
+                .0;
+        }
+        drop(readers);
+        let mut out = Vec::new();
+        let counts = {
+            let mut t = self.shared.tracker.lock().expect("relay tracker");
+            t.finish(Instant::now(), &mut out);
+            t.counts.clone()
+        };
+        self.shared.record(out);
+        for note in notes(&counts, self.shared.undelivered.load(Ordering::Relaxed)) {
+            self.shared.journal.emit(note);
+        }
+        let _ = self.shared.stdout.lock().map(|mut o| o.flush());
+    }
+}
+
+impl Shared {
+    fn record(&self, finished: Vec<Finished>) {
+        let clock = self.journal.clock();
+        for f in finished {
+            match f {
+                Finished::Exchange {
+                    group,
+                    start,
+                    end,
+                    outcome,
+                    detail,
+                    bytes,
+                } => self.journal.emit_at(
+                    clock.at(end),
+                    Event::Request {
+                        id: super::next_exchange_id(),
+                        group,
+                        worker: 0,
+                        start_s: clock.at(start),
+                        duration_s: end.saturating_duration_since(start).as_secs_f64(),
+                        outcome,
+                        status: None,
+                        scheduled_s: None,
+                        detail,
+                        body_bytes: bytes,
+                        body_cut: false,
+                        connect_s: None,
+                        headers_s: None,
+                        handshake_s: None,
+                    },
+                ),
+                Finished::Session {
+                    start,
+                    end,
+                    ok,
+                    version,
+                    detail,
+                } => self.journal.emit_at(
+                    clock.at(end),
+                    Event::McpSession {
+                        worker: 0,
+                        transport: "stdio".into(),
+                        protocol_version: version,
+                        session: false,
+                        duration_s: end.saturating_duration_since(start).as_secs_f64(),
+                        ok,
+                        detail,
+                    },
+                ),
+            }
+        }
+    }
+
+    /// Waits for a server to take the client's bytes. Returns it and how long witness waited for
+    /// one (None when one was running), or None when there will be none.
+    fn server(&self) -> Option<(ServerStdin, Option<f64>)> {
+        let mut slot = self.slot.lock().expect("relay slot");
+        let asked = Instant::now();
+        let mut waited = false;
+        loop {
+            if let Some(c) = &slot.child {
+                let w = waited.then(|| asked.elapsed().as_secs_f64());
+                return Some((c.clone(), w));
+            }
+            if slot.gone {
+                return None;
+            }
+            waited = true;
+            slot = self.changed.wait(slot).expect("relay slot");
+        }
+    }
+}
+
+fn client_to_server(s: Arc<Shared>, mut stdin: File) {
+    let mut buf = vec![0u8; READ_BYTES];
+    let mut lines = LineReader::default();
+    let mut out = Vec::new();
+    let mut carried: Option<f64> = None;
+    loop {
+        let n = read_some(&mut stdin, &mut buf);
+        let at = Instant::now();
+        if n == 0 {
+            // EOF as EOF: the server's stdin closes (the slot held its only descriptor).
+            let mut slot = s.slot.lock().expect("relay slot");
+            slot.client_eof = true;
+            // An MCP client that closed its session: a restart would only meet a closed pipe. A
+            // stdin that held no JSON-RPC (/dev/null, a script's input) leaves the restart policy
+            // as it is.
+            let spoke = s.tracker.lock().expect("relay tracker").counts.messages[0] > 0;
+            s.input_closed.store(spoke, Ordering::SeqCst);
+            slot.child = None;
+            s.changed.notify_all();
+            return;
+        }
+        let chunk = &buf[..n];
+        let Some(((pid, child), waited)) = s.server() else {
+            // Nothing will ever read it: count it, keep reading so the client never blocks.
+            s.undelivered.fetch_add(n as u64, Ordering::Relaxed);
+            continue;
+        };
+        // Read before it is written, so an answer can never arrive before its call is known.
+        let start = if waited.is_some() { Instant::now() } else { at };
+        // A line begun in a chunk that waited for the server and ended in a later one waited too.
+        let mut begun_waiting = carried.take();
+        {
+            let mut t = s.tracker.lock().expect("relay tracker");
+            lines.push(chunk, |line| {
+                let w = waited.or_else(|| begun_waiting.take());
+                t.line(Dir::FromClient, line, start, Some(pid), w, &mut out)
+            });
+        }
+        if lines.open() {
+            carried = waited.or(begun_waiting);
+        }
+        s.record(std::mem::take(&mut out));
+        if (&*child).write_all(chunk).is_err() {
+            // The server closed its stdin or died: these bytes are lost with it.
+            s.undelivered.fetch_add(n as u64, Ordering::Relaxed);
+            let mut slot = s.slot.lock().expect("relay slot");
+            if slot.child.as_ref().is_some_and(|(p, _)| *p == pid) {
+                slot.child = None;
+            }
+        }
+    }
+}
+
+fn server_to_client(s: Arc<Shared>, pid: u32, mut stdout: File) {
+    let mut buf = vec![0u8; READ_BYTES];
+    let mut lines = LineReader::default();
+    let mut out = Vec::new();
+    // What is not JSON-RPC on the server's stdout is its log, matched as any output is.
+    let mut log = LineSink::new(
+        crate::journal::Stream::Stdout,
+        PassThrough::Discard,
+        Some(pid),
+        s.patterns.clone(),
+        s.journal.clone(),
+    )
+    .skipping_jsonrpc();
+    loop {
+        let n = read_some(&mut stdout, &mut buf);
+        let at = Instant::now();
+        if n == 0 {
+            break;
+        }
+        let chunk = &buf[..n];
+        {
+            let mut t = s.tracker.lock().expect("relay tracker");
+            lines.push(chunk, |line| {
+                t.line(Dir::FromServer, line, at, Some(pid), None, &mut out)
+            });
+        }
+        log.push(chunk);
+        s.record(std::mem::take(&mut out));
+        if !s.client_gone.load(Ordering::Relaxed) {
+            let mut o = s.stdout.lock().expect("relay stdout");
+            if o.write_all(chunk).is_err() {
+                // The client stopped reading for good: drain on, so the server is never blocked.
+                s.client_gone.store(true, Ordering::Relaxed);
+                s.journal.emit(Event::Note {
+                    level: "warn".into(),
+                    text: "relay: the client closed witness's stdout; the server's further output is read and dropped".into(),
+                });
+            }
+        }
+    }
+    log.finish();
+    {
+        // The process is gone with its stdout: the client's next bytes wait for a new one rather
+        // than go into a dead pipe.
+        let mut slot = s.slot.lock().expect("relay slot");
+        if slot.child.as_ref().is_some_and(|(p, _)| *p == pid) {
+            slot.child = None;
+        }
+    }
+    {
+        let mut t = s.tracker.lock().expect("relay tracker");
+        t.server_closed(pid, Instant::now(), &mut out);
+    }
+    s.record(out);
+    let mut readers = s.readers.lock().expect("relay readers");
+    *readers -= 1;
+    s.readers_done.notify_all();
+}
+
+/// One read of a pipe; 0 at its end (or on an error, which ends a pipe the same way).
+fn read_some(f: &mut File, buf: &mut [u8]) -> usize {
+    loop {
+        match f.read(buf) {
+            Ok(n) => return n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return 0,
+        }
+    }
+}
+
+fn dup(fd: i32) -> std::io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) on witness's own standard descriptor; the new one is owned.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let f = unsafe { File::from_raw_fd(new) };
+    debug_assert!(f.as_raw_fd() >= 3);
+    Ok(f)
+}
+
+/// What the relay says at the end: what it could not read, and how much.
+pub fn notes(c: &Counts, undelivered: u64) -> Vec<Event> {
+    let mut notes = Vec::new();
+    let mut said = Vec::new();
+    for dir in [Dir::FromClient, Dir::FromServer] {
+        let d = dir.index();
+        if c.not_jsonrpc_lines[d] > 0 {
+            let mut s = format!(
+                "{} line(s) {} were not JSON-RPC ({} bytes), passed through unread",
+                c.not_jsonrpc_lines[d],
+                dir.words(),
+                c.not_jsonrpc_bytes[d]
+            );
+            if let (Dir::FromServer, Some(first)) = (dir, &c.first_not_jsonrpc) {
+                s.push_str(&format!(" (the first: {first:?})"));
+            }
+            said.push(s);
+        }
+        if c.overlong_lines[d] > 0 {
+            said.push(format!(
+                "{} line(s) {} were longer than {} MiB ({} bytes), passed through whole and read only in part",
+                c.overlong_lines[d],
+                dir.words(),
+                MAX_LINE >> 20,
+                c.overlong_bytes[d]
+            ));
+        }
+    }
+    if c.untracked > 0 {
+        said.push(format!(
+            "{} call(s) passed while {MAX_PENDING} were already in flight: relayed, not timed",
+            c.untracked
+        ));
+    }
+    if undelivered > 0 {
+        said.push(format!(
+            "{undelivered} byte(s) from the client could not be delivered (the server had closed its stdin or was gone)"
+        ));
+    }
+    if !said.is_empty() {
+        notes.push(Event::Note {
+            level: "warn".into(),
+            text: format!("relay: {}", said.join("; ")),
+        });
+    }
+    notes.push(Event::Note {
+        level: "info".into(),
+        text: format!(
+            "relay: {} message(s) from the client, {} from the server ({} notification(s), {} progress, {} batch(es), {} answer(s) for no call in flight)",
+            c.messages[0],
+            c.messages[1],
+            c.notifications[0] + c.notifications[1],
+            c.progress,
+            c.batches,
+            c.unmatched_answers
+        ),
+    });
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(t: &mut Tracker, dir: Dir, text: &str, at: Instant, pid: u32) -> Vec<Finished> {
+        let mut out = Vec::new();
+        let mut r = LineReader::default();
+        r.push(text.as_bytes(), |l| {
+            t.line(dir, l, at, Some(pid), None, &mut out)
+        });
+        out
+    }
+
+    fn exchange(f: &Finished) -> (&str, &Outcome, Duration, Option<&str>) {
+        match f {
+            Finished::Exchange {
+                group,
+                start,
+                end,
+                outcome,
+                detail,
+                ..
+            } => (group, outcome, *end - *start, detail.as_deref()),
+            other => panic!("not an exchange: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tool_call_is_one_exchange_from_the_requests_read_to_the_answers_read() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        assert!(feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"search\",\"arguments\":{\"q\":\"secret\"}}}\n", t0, 1).is_empty());
+        let out = feed(
+            &mut t,
+            Dir::FromServer,
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}}\n",
+            t0 + Duration::from_millis(1000),
+            1,
+        );
+        let (group, outcome, d, detail) = exchange(&out[0]);
+        assert_eq!(group, "stdio tools/call search");
+        assert_eq!(outcome, &Outcome::Ok);
+        assert_eq!(d, Duration::from_millis(1000));
+        assert_eq!(detail, None);
+        // The arguments' values are never kept.
+        assert!(!format!("{out:?}").contains("secret"));
+    }
+
+    #[test]
+    fn tool_errors_rpc_errors_and_refusals_follow_loads_rules() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        for id in 1..=3 {
+            feed(&mut t, Dir::FromClient, &format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"fail\"}}}}\n"), t0, 1);
+        }
+        let answers = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"disk full\"}],\"isError\":true}}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"error\":{\"code\":-32602,\"message\":\"Unknown tool: fail\"}}\n{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32000,\"message\":\"QUEUE_FULL: try later\"}}\n";
+        let out = feed(&mut t, Dir::FromServer, answers, t0, 1);
+        let kinds: Vec<_> = out.iter().map(|f| exchange(f).1.describe()).collect();
+        assert_eq!(kinds[0], "error: tool error");
+        assert_eq!(kinds[1], "error: JSON-RPC error");
+        assert!(kinds[2].starts_with("rejected"), "{kinds:?}");
+        assert_eq!(exchange(&out[0]).3, Some("tool error: disk full"));
+    }
+
+    #[test]
+    fn only_a_result_that_says_is_error_true_is_read_whole() {
+        assert!(!says_is_error(
+            br#"{"result":{"content":[],"isError":false}}"#
+        ));
+        assert!(!says_is_error(
+            br#"{"result":{"content":[{"type":"text","text":"\"isError\":true"}]}}"#
+        ));
+        assert!(says_is_error(br#"{"result":{"isError" : true}}"#));
+        assert!(says_is_error(
+            br#"{"result":{"structuredContent":{"isError":true},"isError":false}}"#
+        ));
+    }
+
+    #[test]
+    fn initialize_is_a_session_apart_and_other_requests_are_named_by_method() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"resources/read\",\"params\":{\"uri\":\"x\"}}\n", t0, 1);
+        let out = feed(&mut t, Dir::FromServer, "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"2025-11-25\"}}\n{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{}}\n", t0, 1);
+        assert!(
+            matches!(&out[0], Finished::Session { ok: true, version: Some(v), .. } if v == "2025-11-25")
+        );
+        assert_eq!(exchange(&out[1]).0, "stdio resources/read");
+    }
+
+    #[test]
+    fn a_call_in_flight_when_the_server_closes_is_closed_and_other_servers_calls_are_not() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}\n", t0, 10);
+        feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}\n", t0, 11);
+        let mut out = Vec::new();
+        t.server_closed(10, t0 + Duration::from_millis(840), &mut out);
+        assert_eq!(out.len(), 1);
+        let (_, outcome, d, detail) = exchange(&out[0]);
+        assert_eq!(outcome.describe(), "error: connection closed");
+        assert_eq!(d, Duration::from_millis(840));
+        assert!(detail.unwrap().contains("pid 10"));
+        let mut rest = Vec::new();
+        t.finish(t0, &mut rest);
+        assert_eq!(
+            rest.len(),
+            1,
+            "the call to pid 11 is still in flight until the end"
+        );
+    }
+
+    #[test]
+    fn a_cancelled_call_is_its_own_outcome_and_a_late_answer_is_not_counted() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"hang\",\"_meta\":{\"progressToken\":9}}}\n", t0, 1);
+        assert!(feed(&mut t, Dir::FromServer, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":9,\"progress\":1}}\n", t0, 1).is_empty());
+        let out = feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":5,\"reason\":\"user\"}}\n", t0 + Duration::from_secs(2), 1);
+        let (_, outcome, d, detail) = exchange(&out[0]);
+        assert_eq!(outcome.describe(), "error: cancelled by the client");
+        assert!(!outcome.is_ok());
+        assert_eq!(d, Duration::from_secs(2));
+        assert!(detail.unwrap().contains("user"));
+        assert!(feed(
+            &mut t,
+            Dir::FromServer,
+            "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\n",
+            t0,
+            1
+        )
+        .is_empty());
+        assert_eq!(t.counts.unmatched_answers, 1);
+        assert_eq!(t.counts.progress, 1);
+    }
+
+    #[test]
+    fn questions_the_server_asks_the_client_go_the_other_way() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        feed(&mut t, Dir::FromServer, "{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"sampling/createMessage\",\"params\":{}}\n", t0, 1);
+        let out = feed(
+            &mut t,
+            Dir::FromClient,
+            "{\"jsonrpc\":\"2.0\",\"id\":100,\"result\":{\"role\":\"assistant\"}}\n",
+            t0 + Duration::from_millis(5),
+            1,
+        );
+        assert_eq!(exchange(&out[0]).0, "stdio <- sampling/createMessage");
+    }
+
+    #[test]
+    fn banners_binary_and_batches_are_counted_and_split_lines_are_read_whole() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        let mut out = Vec::new();
+        let mut r = LineReader::default();
+        let call = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\"}}\n[{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}]\n";
+        for b in call.as_bytes().chunks(3) {
+            r.push(b, |l| {
+                t.line(Dir::FromClient, l, t0, Some(1), None, &mut out)
+            });
+        }
+        let mut rs = LineReader::default();
+        rs.push(b"server ready on stdio\n\xff\xfe\x00\n", |l| {
+            t.line(Dir::FromServer, l, t0, Some(1), None, &mut out)
+        });
+        assert_eq!(t.counts.messages[0], 2);
+        assert_eq!(t.counts.batches, 1);
+        assert_eq!(t.counts.not_jsonrpc_lines[1], 2);
+        assert_eq!(
+            t.counts.first_not_jsonrpc.as_deref(),
+            Some("server ready on stdio")
+        );
+        assert!(out.is_empty());
+        let notes = notes(&t.counts, 0);
+        assert!(
+            matches!(&notes[0], Event::Note { text, .. } if text.contains("2 line(s) on the server's stdout were not JSON-RPC"))
+        );
+    }
+
+    #[test]
+    fn a_line_longer_than_the_reader_keeps_is_read_in_part_and_memory_stays_bounded() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"big\"}}\n", t0, 1);
+        let mut r = LineReader::default();
+        let mut out = Vec::new();
+        r.push(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"", |l| {
+            t.line(Dir::FromServer, l, t0, Some(1), None, &mut out)
+        });
+        let block = vec![b'x'; 1 << 20];
+        for _ in 0..10 {
+            r.push(&block, |_| unreachable!());
+            assert!(r.line.capacity() <= MAX_LINE + READ_BYTES.max(1 << 20));
+        }
+        r.push(b"\"}]}}\n", |l| {
+            t.line(Dir::FromServer, l, t0, Some(1), None, &mut out)
+        });
+        assert!(r.line.capacity() <= MAX_LINE + (1 << 20));
+        let (_, outcome, _, detail) = exchange(&out[0]);
+        assert_eq!(outcome, &Outcome::Ok);
+        assert!(detail.unwrap().contains("longer than witness reads"));
+        assert_eq!(t.counts.overlong_lines[1], 1);
+        assert!(t.counts.overlong_bytes[1] > 10 << 20);
+    }
+}

@@ -1,0 +1,88 @@
+//! A cgroup (v2) holding the server tree, where witness may create one: the server is moved into
+//! `witness-<pid>-<n>` before it execs, so every descendant is in it whatever it does (`setsid`,
+//! double fork); ending the tree is one write to `cgroup.kill`, or a kill of every pid in
+//! `cgroup.procs` on kernels without it. The guard ([`super::guard`]) makes it, the tree watcher
+//! and the watchdog use it: it depends on neither.
+
+use std::path::{Path, PathBuf};
+
+/// A cgroup holding the server tree.
+#[derive(Clone, Debug)]
+pub struct Cgroup {
+    pub dir: PathBuf,
+}
+
+impl Cgroup {
+    /// Creates `witness-<pid>-<n>` next to (below) witness's own cgroup v2, when witness may.
+    /// `WITNESS_CGROUP=off` declines it, to run (and test) the unprivileged guarantee as root.
+    pub fn create(n: u32) -> Option<Cgroup> {
+        if std::env::var_os("WITNESS_CGROUP").is_some_and(|v| v == "off") {
+            return None;
+        }
+        let base = v2_own_dir()?;
+        let dir = base.join(format!("witness-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        // A cgroup we cannot move a process into is no use: test with the `cgroup.procs` file.
+        if !dir.join("cgroup.procs").exists() {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(Cgroup { dir })
+    }
+
+    /// The path of `cgroup.procs`, prepared before fork (the child only writes "0" to it).
+    pub fn procs_path(&self) -> std::ffi::CString {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::CString::new(self.dir.join("cgroup.procs").as_os_str().as_bytes())
+            .unwrap_or_default()
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        pids_in(&self.dir)
+    }
+
+    /// Kills every process in the cgroup and removes it once empty. Returns how many were left.
+    pub fn kill_all(&self) -> usize {
+        kill_cgroup(&self.dir)
+    }
+}
+
+fn pids_in(dir: &Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+pub(super) fn kill_cgroup(dir: &Path) -> usize {
+    let left = pids_in(dir);
+    if !left.is_empty() && std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
+        for p in &left {
+            // SAFETY: kill with plain integers.
+            unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+        }
+    }
+    // The kernel takes a moment to empty it; rmdir succeeds once it is.
+    for _ in 0..200 {
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    left.len()
+}
+
+/// witness's own cgroup v2 folder, from /proc/self/mountinfo and /proc/self/cgroup.
+fn v2_own_dir() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mounts.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        post.starts_with("cgroup2 ")
+            .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
+    })?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = mount.join(rel.trim_start_matches('/'));
+    dir.is_dir().then_some(dir)
+}
