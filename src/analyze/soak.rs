@@ -1234,7 +1234,11 @@ mod tests {
         };
         assert_eq!(small.resources.memory_trend.class, TrendClass::Flat);
         assert!(
-            small.resources.memory_trend.detail.contains("not called growth"),
+            small
+                .resources
+                .memory_trend
+                .detail
+                .contains("not called growth"),
             "{}",
             small.resources.memory_trend.detail
         );

@@ -467,13 +467,15 @@ pub fn origin_form<B>(req: &mut hyper::Request<B>, url: &Uri) {
 /// hyper's pooled client makes of it per request), so each send is a cheap copy.
 #[derive(Clone, Debug)]
 pub struct Prepared {
-    method: Method,
+    pub(super) method: Method,
     /// Where to connect: the spec's URI (scheme and authority).
     pub(super) target: Uri,
     /// What the request line carries: the path and query (the authority for CONNECT).
-    line: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    pub(super) line: Uri,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Bytes,
+    /// The request's bytes for the raw HTTP/1.1 path, where it applies (`h1.rs`).
+    pub(super) wire: Option<super::h1::Wire>,
 }
 
 impl Prepared {
@@ -502,13 +504,16 @@ impl Prepared {
                 _ => Uri::default(),
             }
         };
-        Self {
+        let mut p = Self {
             method: spec.method.clone(),
             target: spec.uri.clone(),
             line,
             headers,
             body: spec.body.clone(),
-        }
+            wire: None,
+        };
+        p.wire = super::h1::Wire::new(&p);
+        p
     }
 
     /// The request as HTTP/2 sends it: the whole URI (its scheme and authority become the
@@ -692,6 +697,8 @@ pub(super) enum Failure {
     /// A worker's own connection failed the request.
     Request(hyper::Error),
     Body(hyper::Error, u16),
+    /// The raw HTTP/1.1 path's failure (`h1.rs`).
+    Raw(super::h1::Fail),
 }
 
 impl Failure {
@@ -701,7 +708,20 @@ impl Failure {
                 let connect = e.is_connect();
                 client_failure(&e, connect, limits)
             }
-            Failure::Connect(e) => client_failure(&*e, true, limits),
+            Failure::Connect(e) | Failure::Raw(super::h1::Fail::Connect(e)) => {
+                client_failure(&*e, true, limits)
+            }
+            Failure::Raw(f) => {
+                let (error, status, text) = f.words();
+                (
+                    Outcome::Error {
+                        error,
+                        status: None,
+                    },
+                    status,
+                    text,
+                )
+            }
             Failure::Request(e) => client_failure(&e, false, limits),
             Failure::Body(e, status) => {
                 let io = io_kind(&e);
@@ -781,6 +801,14 @@ pub(crate) fn hyper_kind(
         Some(Io::ConnectionReset | Io::BrokenPipe | Io::ConnectionAborted)
     ) {
         return ErrorKind::Reset;
+    }
+    // The connection closed before the body's announced end (hyper's IncompleteBody).
+    if io == Some(Io::UnexpectedEof) {
+        return ErrorKind::ClosedBeforeResponse;
+    }
+    // A body hyper could not decode (a chunk-size line that is not hex).
+    if matches!(io, Some(Io::InvalidData | Io::InvalidInput)) {
+        return ErrorKind::Protocol;
     }
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cur {

@@ -502,7 +502,7 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
         h2,
     } = sh;
     let clock = journal.clock();
-    let mut conn = client::Conn::new(limits);
+    let mut conn = super::h1::Http1::new(&req, limits);
     let mut sent = 0u32;
     // The last request's end: the budget's clock between requests, without another reading.
     let mut now = Instant::now();
@@ -543,7 +543,7 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
             s = async {
                 match &h2 {
                     Some(pool) => super::h2::send(pool, w, &req, limits, &rej, started).await,
-                    None => client::send_on(&mut conn, &req, limits, &rej, started).await,
+                    None => conn.send(&req, limits, &rej, started).await,
                 }
             } => s,
             _ = stopped(&mut stop) => {

@@ -5,6 +5,7 @@
 pub mod client;
 pub mod floor;
 pub mod gate;
+pub mod h1;
 pub mod h2;
 pub mod health;
 pub mod ladder;

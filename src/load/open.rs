@@ -69,7 +69,7 @@ impl Iterator for Schedule {
 
 /// One connection's way of making an exchange: an HTTP keep-alive connection or an MCP session.
 enum Exchanger {
-    Http(client::Conn),
+    Http(super::h1::Http1),
     Mcp(Session),
 }
 
@@ -98,16 +98,14 @@ impl Shared {
             Some((target, call)) => {
                 Exchanger::Mcp(target.open(slot, call, Some(&self.journal)).await)
             }
-            None => Exchanger::Http(client::Conn::new(self.limits)),
+            None => Exchanger::Http(super::h1::Http1::new(&self.req, self.limits)),
         };
         (slot, ex)
     }
 
     async fn send(&self, ex: &mut Exchanger, started: Instant) -> Sent {
         match ex {
-            Exchanger::Http(conn) => {
-                client::send_on(conn, &self.req, self.limits, &self.rej, started).await
-            }
+            Exchanger::Http(conn) => conn.send(&self.req, self.limits, &self.rej, started).await,
             Exchanger::Mcp(session) => {
                 let call = &self.mcp.as_ref().expect("an MCP level has its call").1;
                 session.call_tool(call).await
