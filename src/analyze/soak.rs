@@ -755,10 +755,9 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
     if figures.class == TrendClass::Growth && grew < MIN_RSS_GROWTH_BYTES {
         figures.class = TrendClass::Flat;
         figures.detail = format!(
-            "{}; but only {} in all, under the {} a process's allocator takes in steps: not called growth",
+            "{}; but only {:.0} KiB in all, under the 1 MiB a process's allocator takes in steps: not called growth",
             figures.detail,
-            format!("{:.0} KiB", grew.max(0.0) / 1024.0),
-            "1 MiB"
+            grew.max(0.0) / 1024.0
         );
     }
     let clean = match (series.first(), series.last()) {
