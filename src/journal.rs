@@ -589,6 +589,11 @@ pub enum Event {
         /// (its workers' and any probe's): what it was, as load, counted.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         held: Option<u32>,
+        /// witness's own CPU time (user + system, all its threads, from the kernel's accounting of
+        /// the process) from the level's start to the end of its sending: what the level's
+        /// requests cost the client, on a machine it may share with the server.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        witness_cpu_s: Option<f64>,
         /// What HTTP the level spoke: "HTTP/1.1", "HTTP/1.1 over TLS", "HTTP/2 over TLS (ALPN
         /// h2): streams over 1 connection (1 opened)"; absent for MCP and journals from before.
         #[serde(default, skip_serializing_if = "Option::is_none")]

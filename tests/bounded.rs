@@ -198,6 +198,7 @@ fn run(n: u64) -> impl Iterator<Item = Record> {
                 stopped: None,
                 not_sent: None,
                 held: None,
+                witness_cpu_s: None,
                 protocol: None,
             },
         );
@@ -435,6 +436,7 @@ fn failing_run(n: u64) -> impl Iterator<Item = Record> {
                 stopped: None,
                 not_sent: None,
                 held: None,
+                witness_cpu_s: None,
                 protocol: None,
             },
         ),

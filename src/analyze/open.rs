@@ -232,6 +232,7 @@ mod tests {
                 stopped: None,
                 not_sent: None,
                 held: Some(3),
+                witness_cpu_s: None,
                 protocol: None,
             },
         ));

@@ -476,6 +476,7 @@ mod tests {
                 stopped: None,
                 not_sent: None,
                 held: None,
+                witness_cpu_s: None,
                 protocol: None,
             },
         ));

@@ -92,6 +92,9 @@ pub struct LevelRow {
     /// workers' and any probe's); None over stdio and in journals from before it was counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<u32>,
+    /// witness's own CPU time while the level sent (see `Event::LevelEnd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness_cpu_s: Option<f64>,
     /// What HTTP the level spoke (HTTP/1.1, over TLS or not; HTTP/2 and its connections).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
@@ -277,6 +280,9 @@ pub struct LoadAnalysis {
     pub rates_not_run: Vec<f64>,
     /// How many connections witness itself held at most, in words (see [`held_words`]).
     pub held: Option<String>,
+    /// What witness's own CPU cost per request, in words (see [`cost_words`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<String>,
     /// `--find-limit`: what the search found (see [`super::open::limit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<super::rate::Limit>,
@@ -387,6 +393,7 @@ impl<'a> LoadAcc<'a> {
                     mcp_ping: false,
                     phases: None,
                     held: None,
+                    witness_cpu_s: None,
                     protocol: None,
                     rate: None,
                 }),
@@ -402,11 +409,13 @@ impl<'a> LoadAcc<'a> {
                     stopped,
                     not_sent,
                     held,
+                    witness_cpu_s,
                     protocol,
                     ..
                 } => {
                     if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
                         l.held = *held;
+                        l.witness_cpu_s = *witness_cpu_s;
                         l.protocol = protocol.clone();
                         l.stopped = stopped.clone();
                         l.counts.not_sent = not_sent.unwrap_or(0);
@@ -834,6 +843,7 @@ impl<'a> LoadAcc<'a> {
                 refused,
                 ready,
                 held: held_words(&levels),
+                cost: cost_words(&levels),
                 levels,
                 levels_not_run: Vec::new(),
                 rates_not_run: Vec::new(),
@@ -880,6 +890,29 @@ pub fn held_words(levels: &[LevelRow]) -> Option<String> {
     Some(format!(
         "witness itself held at most {} to the server at once (level {n}{whose}; its health probe's connection is closed during each level)",
         plural(h as u64, "connection")
+    ))
+}
+
+/// witness's own CPU per request at its busiest level (the most requests a second), when levels
+/// say it: the client's cost, which the server under test could not use when they share a machine.
+pub fn cost_words(levels: &[LevelRow]) -> Option<String> {
+    let (cpu, n, l) = levels
+        .iter()
+        .filter_map(|l| {
+            let c = &l.counts;
+            let n = c.ok + c.timeout + c.error + c.rejected + c.no_listener + c.interrupted;
+            (n > 0).then_some((l.witness_cpu_s?, n, l))
+        })
+        .max_by(|a, b| a.1.cmp(&b.1))?;
+    let what = match &l.rate {
+        Some(r) => crate::journal::rate_words(r.rate_per_s),
+        None => format!("n={}", l.concurrency),
+    };
+    Some(format!(
+        "witness's own CPU while it sent: {:.1} µs per request at level {what} ({} requests, {:.2} s of CPU; the server under test shares this machine's cores)",
+        cpu / n as f64 * 1e6,
+        n,
+        cpu
     ))
 }
 
@@ -1325,6 +1358,7 @@ mod tests {
                 mcp_ping: false,
                 phases: None,
                 held: None,
+                witness_cpu_s: None,
                 protocol: None,
                 rate: None,
             };
@@ -1399,6 +1433,7 @@ mod tests {
                 stopped: None,
                 not_sent: None,
                 held: None,
+                witness_cpu_s: None,
                 protocol: None,
             },
         )
@@ -1494,6 +1529,7 @@ mod tests {
                     ),
                     not_sent: Some(3),
                     held: None,
+                    witness_cpu_s: None,
                     protocol: None,
                 },
             ),
@@ -1832,6 +1868,7 @@ mod tests {
                     stopped: None,
                     not_sent: Some(2),
                     held: Some(2),
+                    witness_cpu_s: None,
                     protocol: None,
                 },
             ),
@@ -1881,6 +1918,7 @@ mod tests {
                     stopped: Some("the server died (exit status 1) and nothing restarts it: the level stopped sending".into()),
                     not_sent: Some(17),
                     held: None,
+                    witness_cpu_s: None,
                     protocol: None,
                 },
             ),
@@ -2007,6 +2045,7 @@ mod tests {
                 stopped: None,
                 not_sent: None,
                 held: None,
+                witness_cpu_s: None,
                 protocol: None,
             },
         ));
@@ -2147,7 +2186,7 @@ mod tests {
                         index: i,
                         concurrency: 2,
                         health: probe(200),
-                        identity: after.and_then(id), stopped: None, not_sent: None, held: None, protocol: None,
+                        identity: after.and_then(id), stopped: None, not_sent: None, held: None, witness_cpu_s: None, protocol: None,
                     }));
                     t += 0.01;
                 }

@@ -226,6 +226,7 @@ pub async fn run_level(
     // opens one again), so level n holds n connections to the server, counted from here.
     prober.close().await;
     client::held::mark();
+    let cpu_at_start = own_cpu_s();
     journal.emit(Event::LevelStart {
         index,
         concurrency,
@@ -292,6 +293,7 @@ pub async fn run_level(
         .await
     };
     progress.finish();
+    let cpu_s = crate::journal::micros(own_cpu_s() - cpu_at_start);
     listen(cfg, journal, index, "after");
     // The most connections witness held while the level's load ran (the probes' are closed).
     let held = client::held::peak();
@@ -316,6 +318,7 @@ pub async fn run_level(
         stopped: stopped.clone(),
         not_sent: (stopped.is_some() || not_sent > 0).then_some(not_sent),
         held: (!stdio).then_some(held),
+        witness_cpu_s: Some(cpu_s),
         protocol: spoke.map(|s| s()),
     });
     match stopped {
@@ -727,6 +730,17 @@ async fn run_mcp_workers(
         not_sent += n.unwrap_or(0);
     }
     not_sent
+}
+
+/// witness's own CPU time so far, user and system, all threads (getrusage RUSAGE_SELF).
+fn own_cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid one.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// One exchange's record, HTTP or MCP alike: one outcome and one duration, stamped at its end.

@@ -51,6 +51,9 @@ pub fn value(a: &Analysis) -> serde_json::Value {
                 "words": l.held,
             }),
         );
+        if let Some(c) = &l.cost {
+            o.insert("witness_cost".into(), serde_json::json!(c));
+        }
         o.insert(
             "time_to_ready_s".into(),
             serde_json::json!(l.ready.map(|r| r.1)),
@@ -86,6 +89,7 @@ pub fn value(a: &Analysis) -> serde_json::Value {
                         "time_to_refuse": r.time_to_refuse,
                         "phases": r.phases,
                         "held": r.held,
+                        "witness_cpu_s": r.witness_cpu_s,
                         "protocol": r.protocol,
                         "rate": r.rate,
                     })

@@ -283,6 +283,9 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
         };
         o.push_str(&t.paint(sev, &format!("{h}\n")));
     }
+    if let Some(c) = &l.cost {
+        o.push_str(&t.paint("info", &format!("{c}\n")));
+    }
     o
 }
 
@@ -921,6 +924,7 @@ pub(crate) mod tests {
                     stopped: None,
                     not_sent: None,
                     held: None,
+                    witness_cpu_s: None,
                     protocol: None,
                 },
             ),

@@ -349,10 +349,21 @@ async fn find_daemon(cfg: &ProcessConfig, guard: &Guard) -> Option<(Identity, bo
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
         let in_cgroup = guard.cgroup.as_ref().map(|c| c.pids()).unwrap_or_default();
-        let mut candidates: Vec<Identity> = procfs::process::all_processes()
+        // witness's children and the cgroup's processes (see `kin.rs`), or the whole of /proc.
+        let stats: Vec<procfs::process::Stat> = match super::kin::children(me) {
+            Some(mut pids) => {
+                pids.extend_from_slice(&in_cgroup);
+                pids.into_iter()
+                    .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())
+                    .collect()
+            }
+            None => procfs::process::all_processes()
+                .map(|all| all.flatten().filter_map(|p| p.stat().ok()).collect())
+                .unwrap_or_default(),
+        };
+        let mut candidates: Vec<Identity> = Some(stats)
             .map(|all| {
-                all.flatten()
-                    .filter_map(|p| p.stat().ok())
+                all.into_iter()
                     .filter(|s| s.state != 'Z' && s.state != 'X')
                     .filter(|s| {
                         let pid = s.pid as u32;

@@ -158,7 +158,29 @@ struct Seen {
     state: char,
 }
 
-fn scan() -> Vec<Seen> {
+/// The processes the tree can hold: everything below witness and below the cgroup's processes
+/// (read by lists of children, see `kin.rs`), or the whole of /proc where those lists are not kept.
+fn scan(me: u32, cgroup: &[u32]) -> Vec<Seen> {
+    let mut roots = vec![me];
+    roots.extend_from_slice(cgroup);
+    let Some(mut pids) = super::kin::below(&roots) else {
+        return scan_all();
+    };
+    pids.extend_from_slice(cgroup);
+    pids.sort_unstable();
+    pids.dedup();
+    pids.into_iter()
+        .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())
+        .map(|s| Seen {
+            pid: s.pid as u32,
+            ppid: s.ppid as u32,
+            start_time: s.starttime,
+            state: s.state,
+        })
+        .collect()
+}
+
+fn scan_all() -> Vec<Seen> {
     let Ok(all) = procfs::process::all_processes() else {
         return vec![];
     };
@@ -396,8 +418,8 @@ fn watch(
             last = true;
         }
         let root = shared.root.load(Ordering::SeqCst);
-        let all = scan();
         let in_cgroup = cgroup.as_ref().map(|c| c.pids()).unwrap_or_default();
+        let all = scan(me, &in_cgroup);
         let own = |p: u32| super::reaper::is_own(p);
         let now: Vec<u32> = members_of(&all, root, me, &in_cgroup, &own);
         let t_s = journal.now_s();

@@ -1,0 +1,77 @@
+//! Who is below whom, read from each process's own list of children
+//! (`/proc/PID/task/TID/children`) instead of from every process on the machine: walking a tree
+//! costs the tree's size, not the machine's process count (`witness wrap -- true` read all of
+//! /proc several times over, most of its 35 ms). Where the kernel keeps no such list
+//! (CONFIG_PROC_CHILDREN off), these say None and the callers read the whole of /proc as before.
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+/// Whether this kernel lists a task's children.
+fn listed() -> bool {
+    static LISTED: OnceLock<bool> = OnceLock::new();
+    *LISTED.get_or_init(|| std::path::Path::new("/proc/thread-self/children").exists())
+}
+
+/// `pid`'s children, from every one of its threads' lists (a child belongs to the thread that
+/// forked it, and an orphan to the thread that adopted it); empty once the process is gone.
+pub fn children(pid: u32) -> Option<Vec<u32>> {
+    if !listed() {
+        return None;
+    }
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Some(out);
+    };
+    for t in tasks.flatten() {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(
+                s.split_ascii_whitespace()
+                    .filter_map(|x| x.parse::<u32>().ok()),
+            );
+        }
+    }
+    Some(out)
+}
+
+/// Every process below `roots` (children, theirs, and so on), roots excluded.
+pub fn below(roots: &[u32]) -> Option<Vec<u32>> {
+    let mut seen: BTreeSet<u32> = roots.iter().copied().collect();
+    let mut found = Vec::new();
+    let mut queue: Vec<u32> = roots.to_vec();
+    while let Some(p) = queue.pop() {
+        for c in children(p)? {
+            if seen.insert(c) {
+                found.push(c);
+                queue.push(c);
+            }
+        }
+    }
+    Some(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shell with a grandchild: both are found below this process, as the whole /proc says.
+    #[test]
+    fn the_walk_finds_children_and_grandchildren_as_the_whole_proc_does() {
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & sleep 5; :"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let me = std::process::id();
+        let walked = below(&[me]).expect("this kernel lists children");
+        let whole = crate::server::watchdog::descendants_in_all(&[me]);
+        let _ = sh.kill();
+        let _ = sh.wait();
+        let (mut a, mut b) = (walked.clone(), whole.clone());
+        a.sort();
+        b.sort();
+        assert!(a.contains(&sh.id()), "{a:?}");
+        assert!(a.len() >= 3, "the shell and its two sleeps: {a:?}");
+        assert_eq!(a, b);
+    }
+}
