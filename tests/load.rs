@@ -226,6 +226,17 @@ fn a_healthy_lock_serialised_server_passes_every_level() {
         );
     }
     assert!(report["connect_floor_ms"].as_f64().unwrap() < 100.0);
+    // witness says what its own CPU cost while each level sent, and per request at the busiest.
+    for l in levels(&report) {
+        let cpu = l["witness_cpu_s"].as_f64().unwrap_or(-1.0);
+        assert!((0.0..10.0).contains(&cpu), "{l:#}");
+    }
+    let cost = report["witness_cost"].as_str().unwrap_or_default();
+    assert!(
+        cost.starts_with("witness's own CPU while it sent: ") && cost.contains("µs per request"),
+        "{cost}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(cost));
 }
 
 #[test]
