@@ -233,6 +233,10 @@ def throughput():
                          f"{m['cpu_us'] / w['cpu_us']:.2f} × wrk" + (
                              f", {m['cpu_us'] / med['oha']['cpu_us']:.2f} × oha" if k.startswith("witness") else "")))
             rows.append((sec, f"{label}: req/s", f"{m['rps'] / 1000:.1f} k", f"{m['rps'] / w['rps']:.2f} × wrk"))
+            if k == "witness":
+                whole = statistics.median(x["cpu_us_whole"] for x in runs[k])
+                rows.append((sec, "witness load, whole process (start-up, probes, end-of-run report): µs CPU / request",
+                             f"{whole:.2f}", f"{whole / w['cpu_us']:.2f} × wrk"))
 
 
 SOAK_PLAN = """interval = "1s"

@@ -3,7 +3,10 @@
 # of figures and ratios (ratios are the claim: absolute figures depend on the machine).
 #
 #   throughput   nginx `return 200` on loopback, C connections, S seconds, R rounds taken in turns:
-#                wrk, oha, witness load (every request journalled)
+#                wrk, oha, witness load (every request journalled; its raw HTTP/1.1 path and, with
+#                WITNESS_HTTP1=hyper, hyper's), each client's CPU per request from its own accounting
+#                (wait4's rusage; witness's while its level sent, journalled by itself); then the
+#                same client-bound: the client on core 0, one nginx worker on core 1
 #   memory       witness load's and witness report's peak RSS at two request counts; journal bytes
 #                per request
 #   latency      toy_server with a fixed 20 ms delay: p50/p99 from wrk, oha and witness
@@ -27,6 +30,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else sudo apt-get update -qq && sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null; fi
 fi
+export PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v oha >/dev/null; then
   echo "bench: installing oha (cargo install oha --locked; a few minutes)" >&2
   cargo install oha --locked --quiet

@@ -474,8 +474,6 @@ pub struct Prepared {
     pub(super) line: Uri,
     pub(super) headers: HeaderMap,
     pub(super) body: Bytes,
-    /// The request's bytes for the raw HTTP/1.1 path, where it applies (`h1.rs`).
-    pub(super) wire: Option<super::h1::Wire>,
 }
 
 impl Prepared {
@@ -504,16 +502,13 @@ impl Prepared {
                 _ => Uri::default(),
             }
         };
-        let mut p = Self {
+        Self {
             method: spec.method.clone(),
             target: spec.uri.clone(),
             line,
             headers,
             body: spec.body.clone(),
-            wire: None,
-        };
-        p.wire = super::h1::Wire::new(&p);
-        p
+        }
     }
 
     /// The request as HTTP/2 sends it: the whole URI (its scheme and authority become the
@@ -697,8 +692,12 @@ pub(super) enum Failure {
     /// A worker's own connection failed the request.
     Request(hyper::Error),
     Body(hyper::Error, u16),
-    /// The raw HTTP/1.1 path's failure (`h1.rs`).
-    Raw(super::h1::Fail),
+    /// A failure already told in the words and kind hyper's would have (the raw HTTP/1.1 path's).
+    Said {
+        error: ErrorKind,
+        status: Option<u16>,
+        text: String,
+    },
 }
 
 impl Failure {
@@ -708,20 +707,19 @@ impl Failure {
                 let connect = e.is_connect();
                 client_failure(&e, connect, limits)
             }
-            Failure::Connect(e) | Failure::Raw(super::h1::Fail::Connect(e)) => {
-                client_failure(&*e, true, limits)
-            }
-            Failure::Raw(f) => {
-                let (error, status, text) = f.words();
-                (
-                    Outcome::Error {
-                        error,
-                        status: None,
-                    },
-                    status,
-                    text,
-                )
-            }
+            Failure::Connect(e) => client_failure(&*e, true, limits),
+            Failure::Said {
+                error,
+                status,
+                text,
+            } => (
+                Outcome::Error {
+                    error,
+                    status: None,
+                },
+                status,
+                text,
+            ),
             Failure::Request(e) => client_failure(&e, false, limits),
             Failure::Body(e, status) => {
                 let io = io_kind(&e);

@@ -86,17 +86,15 @@ pub enum Http1 {
 
 impl Http1 {
     pub fn new(req: &Prepared, limits: Limits) -> Self {
-        match &req.wire {
-            Some(wire) if !hyper_asked() => Http1::Raw(Conn::new(limits), wire.clone()),
+        match Wire::new(req) {
+            Some(wire) if !hyper_asked() => Http1::Raw(Conn::new(limits), wire),
             _ => Http1::Hyper(super::client::Conn::new(limits)),
         }
     }
 
     /// The raw path, where the request allows it (tests compare it with [`Http1::hyper`]).
     pub fn raw(req: &Prepared, limits: Limits) -> Option<Self> {
-        req.wire
-            .clone()
-            .map(|wire| Http1::Raw(Conn::new(limits), wire))
+        Wire::new(req).map(|wire| Http1::Raw(Conn::new(limits), wire))
     }
 
     /// hyper's own connection.
@@ -201,7 +199,7 @@ pub async fn send(
     let res = tokio::time::timeout(limits.whole, work).await;
     let end = Instant::now();
     let res = match res {
-        Ok(r) => Ok(r.map_err(super::client::Failure::Raw)),
+        Ok(r) => Ok(r.map_err(Fail::into_failure)),
         Err(e) => Err(e),
     };
     if !reusable {
@@ -250,6 +248,20 @@ pub enum BodyFail {
 }
 
 impl Fail {
+    fn into_failure(self) -> super::client::Failure {
+        match self {
+            Fail::Connect(e) => super::client::Failure::Connect(e),
+            f => {
+                let (error, status, text) = f.words();
+                super::client::Failure::Said {
+                    error,
+                    status,
+                    text,
+                }
+            }
+        }
+    }
+
     /// (the error's kind, the status seen before it, the detail line); `None` for a connect
     /// failure, which [`super::client`] words with the connector's error.
     pub(super) fn words(&self) -> (ErrorKind, Option<u16>, String) {

@@ -4,6 +4,7 @@
 
 pub mod container;
 pub mod gpu;
+pub mod kin;
 pub mod listen;
 pub mod proc;
 

@@ -66,29 +66,53 @@ fn tree_of(table: &Table, root: u32) -> Vec<usize> {
     out
 }
 
+/// `root` and all its descendants with their stat (root first; empty once `root` is gone): walked
+/// by each process's list of children (`kin.rs`), so a sample costs the tree's size, or
+/// from the whole of /proc where the kernel keeps no such lists.
+fn tree_stats(root: u32) -> Vec<(procfs::process::Process, procfs::process::Stat)> {
+    let stat = |pid: u32| {
+        let p = procfs::process::Process::new(pid as i32).ok()?;
+        let s = p.stat().ok()?;
+        Some((p, s))
+    };
+    match super::kin::below(&[root]) {
+        Some(below) => {
+            let Some(r) = stat(root) else {
+                return vec![];
+            };
+            std::iter::once(r)
+                .chain(below.into_iter().filter_map(stat))
+                .collect()
+        }
+        None => {
+            let Some(mut table) = process_table() else {
+                return vec![];
+            };
+            let ix = tree_of(&table, root);
+            let mut taken: Vec<Option<_>> = table.0.drain(..).map(Some).collect();
+            ix.into_iter().filter_map(|i| taken[i].take()).collect()
+        }
+    }
+}
+
 /// `root` and the pids of all its descendants (root first); empty if `root` is gone. The GPU
 /// sampler matches NVML's per-process memory against these.
 pub fn tree_pids(root: u32) -> Vec<u32> {
-    let Some(table) = process_table() else {
-        return vec![];
-    };
-    tree_of(&table, root)
+    tree_stats(root)
         .into_iter()
-        .map(|i| table.0[i].1.pid as u32)
+        .map(|(_, s)| s.pid as u32)
         .collect()
 }
 
 /// Reads `root` and all its descendants.
 pub fn read_tree(root: u32) -> Option<TreeReading> {
     let page = procfs::page_size();
-    let table = process_table()?;
-    let tree = tree_of(&table, root);
+    let tree = tree_stats(root);
     if tree.is_empty() {
         return None;
     }
     let mut r = TreeReading::default();
-    for &i in &tree {
-        let (p, s) = &table.0[i];
+    for (p, s) in &tree {
         r.rss_bytes += s.rss * page;
         r.cpu_ticks += s.utime + s.stime;
         r.threads += s.num_threads.max(0) as u64;

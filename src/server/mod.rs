@@ -9,7 +9,6 @@ pub mod container;
 pub mod exit;
 pub mod fds;
 pub mod guard;
-pub mod kin;
 pub mod logs;
 pub mod process;
 pub mod reaper;

@@ -350,7 +350,7 @@ async fn find_daemon(cfg: &ProcessConfig, guard: &Guard) -> Option<(Identity, bo
     loop {
         let in_cgroup = guard.cgroup.as_ref().map(|c| c.pids()).unwrap_or_default();
         // witness's children and the cgroup's processes (see `kin.rs`), or the whole of /proc.
-        let stats: Vec<procfs::process::Stat> = match super::kin::children(me) {
+        let stats: Vec<procfs::process::Stat> = match crate::sample::kin::children(me) {
             Some(mut pids) => {
                 pids.extend_from_slice(&in_cgroup);
                 pids.into_iter()

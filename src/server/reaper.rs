@@ -81,7 +81,7 @@ pub fn reap_orphans() -> Vec<u32> {
     let own = own();
     let me = std::process::id() as i32;
     // witness's own children (see `kin.rs`), or the whole of /proc where they are not listed.
-    let stats: Vec<procfs::process::Stat> = match super::kin::children(me as u32) {
+    let stats: Vec<procfs::process::Stat> = match crate::sample::kin::children(me as u32) {
         Some(kids) => kids
             .into_iter()
             .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())

@@ -163,7 +163,7 @@ struct Seen {
 fn scan(me: u32, cgroup: &[u32]) -> Vec<Seen> {
     let mut roots = vec![me];
     roots.extend_from_slice(cgroup);
-    let Some(mut pids) = super::kin::below(&roots) else {
+    let Some(mut pids) = crate::sample::kin::below(&roots) else {
         return scan_all();
     };
     pids.extend_from_slice(cgroup);

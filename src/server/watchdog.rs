@@ -141,11 +141,11 @@ fn start_time(pid: u32) -> Option<u64> {
 /// Every process below `roots`, found by their lists of children (see `kin.rs`), or in the whole
 /// of /proc where the kernel keeps no such lists.
 pub fn descendants(roots: &[u32]) -> Vec<u32> {
-    super::kin::below(roots).unwrap_or_else(|| descendants_in_all(roots))
+    crate::sample::kin::below(roots).unwrap_or_else(|| descendants_in_all(roots))
 }
 
 /// Every live process below `roots` (by parent pid), found in the whole of /proc.
-pub fn descendants_in_all(roots: &[u32]) -> Vec<u32> {
+fn descendants_in_all(roots: &[u32]) -> Vec<u32> {
     let Ok(all) = procfs::process::all_processes() else {
         return vec![];
     };

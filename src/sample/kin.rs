@@ -64,7 +64,26 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(300));
         let me = std::process::id();
         let walked = below(&[me]).expect("this kernel lists children");
-        let whole = crate::server::watchdog::descendants_in_all(&[me]);
+        // The same question asked of every process in /proc, by parent pid.
+        let parents: Vec<(u32, u32)> = procfs::process::all_processes()
+            .unwrap()
+            .flatten()
+            .filter_map(|p| p.stat().ok())
+            .map(|s| (s.pid as u32, s.ppid as u32))
+            .collect();
+        let mut whole: Vec<u32> = Vec::new();
+        let mut set = BTreeSet::from([me]);
+        loop {
+            let before = whole.len();
+            for (pid, ppid) in &parents {
+                if set.contains(ppid) && set.insert(*pid) {
+                    whole.push(*pid);
+                }
+            }
+            if whole.len() == before {
+                break;
+            }
+        }
         let _ = sh.kill();
         let _ = sh.wait();
         let (mut a, mut b) = (walked.clone(), whole.clone());
