@@ -181,7 +181,10 @@ pub async fn send(
     let work = async {
         conn.ready(&req.target, &phases).await?;
         let Conn { live, buf, .. } = conn;
-        let stream = live.as_mut().expect("ready").tcp();
+        let Some(live) = live.as_mut() else {
+            return Err(Fail::Incomplete);
+        };
+        let stream = live.tcp();
         write_all(stream, &wire.bytes).await.map_err(Fail::Write)?;
         let r = read_response(
             stream,

@@ -171,13 +171,19 @@ fn scan(me: u32, cgroup: &[u32]) -> Vec<Seen> {
     pids.dedup();
     pids.into_iter()
         .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())
-        .map(|s| Seen {
+        .map(Seen::from)
+        .collect()
+}
+
+impl From<procfs::process::Stat> for Seen {
+    fn from(s: procfs::process::Stat) -> Self {
+        Seen {
             pid: s.pid as u32,
             ppid: s.ppid as u32,
             start_time: s.starttime,
             state: s.state,
-        })
-        .collect()
+        }
+    }
 }
 
 fn scan_all() -> Vec<Seen> {
@@ -186,12 +192,7 @@ fn scan_all() -> Vec<Seen> {
     };
     all.flatten()
         .filter_map(|p| p.stat().ok())
-        .map(|s| Seen {
-            pid: s.pid as u32,
-            ppid: s.ppid as u32,
-            start_time: s.starttime,
-            state: s.state,
-        })
+        .map(Seen::from)
         .collect()
 }
 
