@@ -232,8 +232,11 @@ fn a_healthy_lock_serialised_server_passes_every_level() {
         assert!((0.0..10.0).contains(&cpu), "{l:#}");
     }
     let cost = report["witness_cost"].as_str().unwrap_or_default();
+    // A lock-serialised server answers a few requests a level: the figure is the level's, not one
+    // per request (those would carry the level's fixed costs).
     assert!(
-        cost.starts_with("witness's own CPU while it sent: ") && cost.contains("µs per request"),
+        cost.starts_with("witness's own CPU while it sent: ")
+            && cost.contains("too few for a per-request figure"),
         "{cost}"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains(cost));

@@ -908,6 +908,14 @@ pub fn cost_words(levels: &[LevelRow]) -> Option<String> {
         Some(r) => crate::journal::rate_words(r.rate_per_s),
         None => format!("n={}", l.concurrency),
     };
+    // A few slow requests carry the level's fixed costs (its samples, its probes' runtime): a
+    // per-request figure from them would say more about the level's length than about requests.
+    if n < COST_PER_REQUEST_FROM {
+        return Some(format!(
+            "witness's own CPU while it sent: {cpu:.2} s at level {what} ({}: too few for a per-request figure)",
+            plural(n, "request")
+        ));
+    }
     Some(format!(
         "witness's own CPU while it sent: {:.1} µs per request at level {what} ({} requests, {:.2} s of CPU; the server under test shares this machine's cores)",
         cpu / n as f64 * 1e6,
@@ -915,6 +923,9 @@ pub fn cost_words(levels: &[LevelRow]) -> Option<String> {
         cpu
     ))
 }
+
+/// Fewer requests than this at the busiest level: witness's CPU is said for the level, not per request.
+pub const COST_PER_REQUEST_FROM: u64 = 1000;
 
 /// A failed request that ended just at a timer while the server process died: the harness timed the
 /// timer, not the server. `what` names the request ("request 7 at level 4").
@@ -1374,6 +1385,22 @@ mod tests {
         assert_eq!(
             held_words(&[row(1, Some(2)), row(3, Some(4)), row(4, Some(4))]).unwrap(),
             "witness itself held 4 connections to the server at level n=3, 1 more than its 3 workers: the server spent them on witness, not on the load"
+        );
+        // witness's own CPU: per request at the busiest level, or the level's when it sent few.
+        let cost = |n: u32, ok: u64, cpu: Option<f64>| {
+            let mut l = row(n, None);
+            l.counts.ok = ok;
+            l.witness_cpu_s = cpu;
+            l
+        };
+        assert_eq!(cost_words(&[cost(1, 10, None)]), None);
+        assert_eq!(
+            cost_words(&[cost(1, 5_000, Some(0.05)), cost(64, 200_000, Some(2.4))]).unwrap(),
+            "witness's own CPU while it sent: 12.0 µs per request at level n=64 (200000 requests, 2.40 s of CPU; the server under test shares this machine's cores)"
+        );
+        assert_eq!(
+            cost_words(&[cost(8, 8, Some(0.03))]).unwrap(),
+            "witness's own CPU while it sent: 0.03 s at level n=8 (8 requests: too few for a per-request figure)"
         );
     }
     use crate::analyze::analyze;
