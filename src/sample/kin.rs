@@ -2,7 +2,7 @@
 //! (`/proc/PID/task/TID/children`) instead of from every process on the machine: walking a tree
 //! costs the tree's size, not the machine's process count (`witness wrap -- true` read all of
 //! /proc several times over, most of its 35 ms). Where the kernel keeps no such list
-//! (CONFIG_PROC_CHILDREN off), these say None and the callers read the whole of /proc as before.
+//! (CONFIG_PROC_CHILDREN off), the same answers come from reading every process's parent in /proc.
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -13,15 +13,24 @@ fn listed() -> bool {
     *LISTED.get_or_init(|| std::path::Path::new("/proc/thread-self/children").exists())
 }
 
-/// `pid`'s children, from every one of its threads' lists (a child belongs to the thread that
-/// forked it, and an orphan to the thread that adopted it); empty once the process is gone.
-pub fn children(pid: u32) -> Option<Vec<u32>> {
+/// `pid`'s children (empty once the process is gone).
+pub fn children(pid: u32) -> Vec<u32> {
     if !listed() {
-        return None;
+        return parents()
+            .into_iter()
+            .filter(|&(_, ppid)| ppid == pid)
+            .map(|(c, _)| c)
+            .collect();
     }
+    listed_children(pid)
+}
+
+/// From every one of `pid`'s threads' lists: a child belongs to the thread that forked it, and an
+/// orphan to the thread that adopted it.
+fn listed_children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Some(out);
+        return out;
     };
     for t in tasks.flatten() {
         if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
@@ -31,23 +40,55 @@ pub fn children(pid: u32) -> Option<Vec<u32>> {
             );
         }
     }
-    Some(out)
+    out
 }
 
 /// Every process below `roots` (children, theirs, and so on), roots excluded.
-pub fn below(roots: &[u32]) -> Option<Vec<u32>> {
+pub fn below(roots: &[u32]) -> Vec<u32> {
+    if !listed() {
+        return below_in_all(roots);
+    }
     let mut seen: BTreeSet<u32> = roots.iter().copied().collect();
     let mut found = Vec::new();
     let mut queue: Vec<u32> = roots.to_vec();
     while let Some(p) = queue.pop() {
-        for c in children(p)? {
+        for c in listed_children(p) {
             if seen.insert(c) {
                 found.push(c);
                 queue.push(c);
             }
         }
     }
-    Some(found)
+    found
+}
+
+/// Every process's (pid, parent pid), from the whole of /proc.
+fn parents() -> Vec<(u32, u32)> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return vec![];
+    };
+    all.flatten()
+        .filter_map(|p| p.stat().ok())
+        .map(|s| (s.pid as u32, s.ppid as u32))
+        .collect()
+}
+
+/// [`below`] asked of every process in /proc, by parent pid.
+fn below_in_all(roots: &[u32]) -> Vec<u32> {
+    let parents = parents();
+    let mut set: BTreeSet<u32> = roots.iter().copied().collect();
+    let mut found = Vec::new();
+    loop {
+        let before = found.len();
+        for (pid, ppid) in &parents {
+            if set.contains(ppid) && set.insert(*pid) {
+                found.push(*pid);
+            }
+        }
+        if found.len() == before {
+            return found;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -63,27 +104,15 @@ mod tests {
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(300));
         let me = std::process::id();
-        let walked = below(&[me]).expect("this kernel lists children");
-        // The same question asked of every process in /proc, by parent pid.
-        let parents: Vec<(u32, u32)> = procfs::process::all_processes()
-            .unwrap()
-            .flatten()
-            .filter_map(|p| p.stat().ok())
-            .map(|s| (s.pid as u32, s.ppid as u32))
+        assert!(listed(), "this kernel lists children");
+        let walked = below(&[me]);
+        let whole = below_in_all(&[me]);
+        let kids = children(me);
+        let mut whole_kids: Vec<u32> = parents()
+            .into_iter()
+            .filter(|&(_, ppid)| ppid == me)
+            .map(|(c, _)| c)
             .collect();
-        let mut whole: Vec<u32> = Vec::new();
-        let mut set = BTreeSet::from([me]);
-        loop {
-            let before = whole.len();
-            for (pid, ppid) in &parents {
-                if set.contains(ppid) && set.insert(*pid) {
-                    whole.push(*pid);
-                }
-            }
-            if whole.len() == before {
-                break;
-            }
-        }
         let _ = sh.kill();
         let _ = sh.wait();
         let (mut a, mut b) = (walked.clone(), whole.clone());
@@ -92,5 +121,9 @@ mod tests {
         assert!(a.contains(&sh.id()), "{a:?}");
         assert!(a.len() >= 3, "the shell and its two sleeps: {a:?}");
         assert_eq!(a, b);
+        let mut kids = kids;
+        kids.sort();
+        whole_kids.sort();
+        assert_eq!(kids, whole_kids);
     }
 }

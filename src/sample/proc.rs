@@ -1,7 +1,6 @@
 //! The process sampler: RSS, CPU, threads, open fds and child processes of the server's whole process
 //! tree, read from /proc (procfs).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use futures_util::future::BoxFuture;
@@ -30,69 +29,20 @@ pub struct TreeReading {
     pub children: u64,
 }
 
-/// Every process's stat, and who each one's children are (indices into the list).
-type Table = (
-    Vec<(procfs::process::Process, procfs::process::Stat)>,
-    HashMap<i32, Vec<usize>>,
-);
-
-fn process_table() -> Option<Table> {
-    let all: Vec<_> = procfs::process::all_processes()
-        .ok()?
-        .flatten()
-        .filter_map(|p| p.stat().ok().map(|s| (p, s)))
-        .collect();
-    let mut kids: HashMap<i32, Vec<usize>> = HashMap::new();
-    for (i, (_, s)) in all.iter().enumerate() {
-        kids.entry(s.ppid).or_default().push(i);
-    }
-    Some((all, kids))
-}
-
-/// Indices of `root` and all its descendants in the table, root first.
-fn tree_of(table: &Table, root: u32) -> Vec<usize> {
-    let (all, kids) = table;
-    let Some(root_ix) = all.iter().position(|(_, s)| s.pid == root as i32) else {
-        return vec![];
-    };
-    let mut out = Vec::new();
-    let mut stack = vec![root_ix];
-    while let Some(i) = stack.pop() {
-        out.push(i);
-        if let Some(k) = kids.get(&all[i].1.pid) {
-            stack.extend(k);
-        }
-    }
-    out
-}
-
-/// `root` and all its descendants with their stat (root first; empty once `root` is gone): walked
-/// by each process's list of children (`kin.rs`), so a sample costs the tree's size, or
-/// from the whole of /proc where the kernel keeps no such lists.
+/// `root` and all its descendants with their stat (root first; empty once `root` is gone), walked
+/// by each process's list of children (`kin.rs`), so a sample costs the tree's size.
 fn tree_stats(root: u32) -> Vec<(procfs::process::Process, procfs::process::Stat)> {
     let stat = |pid: u32| {
         let p = procfs::process::Process::new(pid as i32).ok()?;
         let s = p.stat().ok()?;
         Some((p, s))
     };
-    match super::kin::below(&[root]) {
-        Some(below) => {
-            let Some(r) = stat(root) else {
-                return vec![];
-            };
-            std::iter::once(r)
-                .chain(below.into_iter().filter_map(stat))
-                .collect()
-        }
-        None => {
-            let Some(mut table) = process_table() else {
-                return vec![];
-            };
-            let ix = tree_of(&table, root);
-            let mut taken: Vec<Option<_>> = table.0.drain(..).map(Some).collect();
-            ix.into_iter().filter_map(|i| taken[i].take()).collect()
-        }
-    }
+    let Some(r) = stat(root) else {
+        return vec![];
+    };
+    std::iter::once(r)
+        .chain(super::kin::below(&[root]).into_iter().filter_map(stat))
+        .collect()
 }
 
 /// `root` and the pids of all its descendants (root first); empty if `root` is gone. The GPU

@@ -25,7 +25,7 @@ use nix::unistd::Pid;
 
 use super::cgroup::Cgroup;
 use super::tree::Tree;
-use super::watchdog::{descendants, Watchdog};
+use super::watchdog::Watchdog;
 use crate::journal::{Event, Journal};
 
 /// What keeps the server's tree witness's: the subreaper's reaping loop (unless wrap runs one),
@@ -85,7 +85,7 @@ impl Guard {
         if let Some(c) = &self.cgroup {
             pids.extend(c.pids());
         }
-        let below = descendants(&pids);
+        let below = crate::sample::kin::below(&pids);
         pids.extend(below);
         pids.sort();
         pids.dedup();

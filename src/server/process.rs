@@ -349,18 +349,13 @@ async fn find_daemon(cfg: &ProcessConfig, guard: &Guard) -> Option<(Identity, bo
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
         let in_cgroup = guard.cgroup.as_ref().map(|c| c.pids()).unwrap_or_default();
-        // witness's children and the cgroup's processes (see `kin.rs`), or the whole of /proc.
-        let stats: Vec<procfs::process::Stat> = match crate::sample::kin::children(me) {
-            Some(mut pids) => {
-                pids.extend_from_slice(&in_cgroup);
-                pids.into_iter()
-                    .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())
-                    .collect()
-            }
-            None => procfs::process::all_processes()
-                .map(|all| all.flatten().filter_map(|p| p.stat().ok()).collect())
-                .unwrap_or_default(),
-        };
+        // witness's children and the cgroup's processes.
+        let mut pids = crate::sample::kin::children(me);
+        pids.extend_from_slice(&in_cgroup);
+        let stats: Vec<procfs::process::Stat> = pids
+            .into_iter()
+            .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())
+            .collect();
         let mut candidates: Vec<Identity> = Some(stats)
             .map(|all| {
                 all.into_iter()
@@ -392,7 +387,7 @@ async fn find_daemon(cfg: &ProcessConfig, guard: &Guard) -> Option<(Identity, bo
         if let Some(l) = super::listener_of(port) {
             let mine = |pid: u32| {
                 candidates.iter().any(|c| c.pid == pid)
-                    || super::watchdog::descendants(
+                    || crate::sample::kin::below(
                         &candidates.iter().map(|c| c.pid).collect::<Vec<_>>(),
                     )
                     .contains(&pid)

@@ -80,17 +80,10 @@ pub fn become_subreaper() -> std::io::Result<()> {
 pub fn reap_orphans() -> Vec<u32> {
     let own = own();
     let me = std::process::id() as i32;
-    // witness's own children (see `kin.rs`), or the whole of /proc where they are not listed.
-    let stats: Vec<procfs::process::Stat> = match crate::sample::kin::children(me as u32) {
-        Some(kids) => kids
-            .into_iter()
-            .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())
-            .collect(),
-        None => match procfs::process::all_processes() {
-            Ok(all) => all.flatten().filter_map(|p| p.stat().ok()).collect(),
-            Err(_) => return vec![],
-        },
-    };
+    let stats: Vec<procfs::process::Stat> = crate::sample::kin::children(me as u32)
+        .into_iter()
+        .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())
+        .collect();
     let mut reaped = Vec::new();
     for stat in stats {
         if stat.ppid != me || stat.state != 'Z' || own.contains(&(stat.pid as u32)) {

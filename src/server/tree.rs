@@ -159,40 +159,22 @@ struct Seen {
 }
 
 /// The processes the tree can hold: everything below witness and below the cgroup's processes
-/// (read by lists of children, see `kin.rs`), or the whole of /proc where those lists are not kept.
+/// (see `sample/kin.rs`).
 fn scan(me: u32, cgroup: &[u32]) -> Vec<Seen> {
     let mut roots = vec![me];
     roots.extend_from_slice(cgroup);
-    let Some(mut pids) = crate::sample::kin::below(&roots) else {
-        return scan_all();
-    };
+    let mut pids = crate::sample::kin::below(&roots);
     pids.extend_from_slice(cgroup);
     pids.sort_unstable();
     pids.dedup();
     pids.into_iter()
         .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())
-        .map(Seen::from)
-        .collect()
-}
-
-impl From<procfs::process::Stat> for Seen {
-    fn from(s: procfs::process::Stat) -> Self {
-        Seen {
+        .map(|s| Seen {
             pid: s.pid as u32,
             ppid: s.ppid as u32,
             start_time: s.starttime,
             state: s.state,
-        }
-    }
-}
-
-fn scan_all() -> Vec<Seen> {
-    let Ok(all) = procfs::process::all_processes() else {
-        return vec![];
-    };
-    all.flatten()
-        .filter_map(|p| p.stat().ok())
-        .map(Seen::from)
+        })
         .collect()
 }
 

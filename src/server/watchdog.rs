@@ -120,7 +120,7 @@ pub fn watchdog_main() -> i32 {
         // SAFETY: kill with plain integers.
         unsafe { libc::kill(*p as i32, libc::SIGSTOP) };
     }
-    let mut more = descendants(&victims);
+    let mut more = crate::sample::kin::below(&victims);
     victims.append(&mut more);
     for p in &victims {
         // SAFETY: kill with plain integers.
@@ -136,35 +136,4 @@ fn start_time(pid: u32) -> Option<u64> {
     let p = procfs::process::Process::new(pid as i32).ok()?;
     let s = p.stat().ok()?;
     (s.state != 'Z').then_some(s.starttime)
-}
-
-/// Every process below `roots`, found by their lists of children (see `kin.rs`), or in the whole
-/// of /proc where the kernel keeps no such lists.
-pub fn descendants(roots: &[u32]) -> Vec<u32> {
-    crate::sample::kin::below(roots).unwrap_or_else(|| descendants_in_all(roots))
-}
-
-/// Every live process below `roots` (by parent pid), found in the whole of /proc.
-fn descendants_in_all(roots: &[u32]) -> Vec<u32> {
-    let Ok(all) = procfs::process::all_processes() else {
-        return vec![];
-    };
-    let parents: Vec<(u32, u32)> = all
-        .flatten()
-        .filter_map(|p| p.stat().ok())
-        .map(|s| (s.pid as u32, s.ppid as u32))
-        .collect();
-    let mut set: std::collections::BTreeSet<u32> = roots.iter().copied().collect();
-    let mut found = Vec::new();
-    loop {
-        let before = found.len();
-        for (pid, ppid) in &parents {
-            if set.contains(ppid) && set.insert(*pid) {
-                found.push(*pid);
-            }
-        }
-        if found.len() == before {
-            return found;
-        }
-    }
 }
