@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::{Method, Uri};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::client::{Counted, Counting, Io, Limits, Phases, Prepared, Sent};
 use super::outcome::Rejection;
@@ -185,7 +185,7 @@ pub async fn send(
             return Err(Fail::Incomplete);
         };
         let stream = live.tcp();
-        write_all(stream, &wire.bytes).await.map_err(Fail::Write)?;
+        stream.write_all(&wire.bytes).await.map_err(Fail::Write)?;
         let r = read_response(
             stream,
             buf,
@@ -213,17 +213,6 @@ pub async fn send(
     let mut s = super::client::finish(start, end, res, &seen_status, &seen_bytes, limits, rej);
     (s.connect_s, s.headers_s) = (phases.connect_s(), phases.headers_s());
     s
-}
-
-async fn write_all(stream: &mut tokio::net::TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
-    while !bytes.is_empty() {
-        match stream.try_write(bytes) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => stream.writable().await?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// Why the raw path's exchange failed, in the words and kinds hyper's would have said.
@@ -265,8 +254,8 @@ impl Fail {
         }
     }
 
-    /// (the error's kind, the status seen before it, the detail line); `None` for a connect
-    /// failure, which [`super::client`] words with the connector's error.
+    /// (the error's kind, the status seen before it, the detail line). A connect failure reaches
+    /// the report through [`super::client`]'s own words for it ([`Fail::into_failure`]).
     pub(super) fn words(&self) -> (ErrorKind, Option<u16>, String) {
         match self {
             Fail::Connect(e) => (ErrorKind::Connect, None, e.to_string()),
