@@ -16,7 +16,7 @@ echo "demo: building witness and the example server (release; the first build ta
 cargo build --release --bin witness --bin toy_server || exit 2
 echo "demo: witness load against toy_server on 127.0.0.1:$PORT (expected verdict: FAIL, exit 1)" >&2
 target/release/witness load --url "http://127.0.0.1:$PORT/call" \
-  --restart always --backoff 200ms --report "$REPORT" --html "$HTML" "$@" \
+  --rounds 1 --restart always --backoff 200ms --report "$REPORT" --html "$HTML" "$@" \
   -- target/release/toy_server --port "$PORT" --call lock:1s --watchdog 6s
 code=$?
 echo "demo: JSON report: $REPORT" >&2

@@ -385,12 +385,13 @@ pub struct LoadArgs {
     /// `initialize` and no protocol sessions: `server/discover`, then the envelope on every request).
     #[arg(long, value_name = "VERSION", requires = "mcp")]
     pub mcp_protocol: Option<String>,
-    /// HTTP method.
-    #[arg(long, default_value = "POST")]
-    pub method: String,
-    /// Request body: TEXT, or @FILE to read it from a file. Without it: `{}` for POST, PUT and
-    /// PATCH, and no body at all for GET, HEAD, DELETE and OPTIONS (a server that does not read a
-    /// GET's body would take it for the start of the next request).
+    /// HTTP method [default: GET, or POST when --body is given].
+    #[arg(long)]
+    pub method: Option<String>,
+    /// Request body: TEXT, or @FILE to read it from a file (implies POST unless --method says
+    /// otherwise). Without it: no body for GET, HEAD, DELETE and OPTIONS (a server that does not
+    /// read a GET's body would take it for the start of the next request), `{}` for POST, PUT and
+    /// PATCH.
     #[arg(long)]
     pub body: Option<String>,
     /// Extra request header 'Name: value' (repeatable). The values of Authorization,
@@ -405,16 +406,20 @@ pub struct LoadArgs {
     /// always a secret, and not in witness's argv where `ps` could read it.
     #[arg(long = "header-env", value_name = "NAME=VAR")]
     pub header_env: Vec<String>,
-    /// Health probe URL; default: the URL's origin + /health.
+    /// Health probe URL (a GET answered 2xx is healthy). Default: the URL's origin + /health when
+    /// the server has one; otherwise a GET of the URL itself when the method is GET, else a TCP
+    /// connect to the URL's port (witness says which it chose).
     #[arg(long)]
     pub health_url: Option<String>,
     /// Concurrency levels, in order.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8", value_parser = parse_level)]
     pub levels: Vec<u32>,
-    /// Requests each worker sends per level.
+    /// Requests each worker sends per level, instead of a level's --duration (`--rounds 1`: one
+    /// request per worker).
     #[arg(long, conflicts_with = "duration", value_parser = parse_rounds)]
     pub rounds: Option<u32>,
-    /// Instead of rounds: each worker sends back to back for this long per level.
+    /// How long each level sends, every worker back to back [default: 5s, as wrk and oha run for a
+    /// time, so a level's percentiles rest on many requests; rate levels: 10s].
     #[arg(long, value_parser = parse_positive_duration)]
     pub duration: Option<Duration>,
     /// witness's own limit on one whole request (connect included).

@@ -318,17 +318,25 @@ pub struct Probe {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_s: f64,
+    /// A TCP connect was the whole question (a server with no health endpoint whose URL is not
+    /// for GET): set when it connected.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub connected: bool,
 }
 
 impl Probe {
+    /// A 2xx answer (an MCP ping that answered is journalled as 200), or a TCP connect that was
+    /// the whole question and connected.
     pub fn healthy(&self) -> bool {
-        self.status == Some(200)
+        self.status.is_some_and(|s| (200..300).contains(&s))
+            || (self.connected && self.error.is_none())
     }
     /// As the report shows it: the status number, or the error's name.
     pub fn shown(&self) -> serde_json::Value {
         match (self.status, &self.error) {
             (Some(s), _) => serde_json::json!(s),
             (None, Some(e)) => serde_json::json!(e),
+            (None, None) if self.connected => serde_json::json!("connected"),
             (None, None) => serde_json::Value::Null,
         }
     }
@@ -345,6 +353,7 @@ impl Probe {
         match (self.status, &self.error) {
             (Some(s), _) => s.to_string(),
             (None, Some(e)) => e.clone(),
+            (None, None) if self.connected => "connected".into(),
             (None, None) => "none".into(),
         }
     }
@@ -1383,6 +1392,7 @@ mod tests {
                     status: Some(200),
                     error: None,
                     duration_s: 0.001,
+                    connected: false,
                 },
             },
         ]

@@ -121,6 +121,7 @@ fn probe() -> Probe {
         status: Some(200),
         error: None,
         duration_s: 0.0005,
+        connected: false,
     }
 }
 

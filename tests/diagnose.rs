@@ -221,7 +221,9 @@ fn a_server_that_refuses_every_request_passes_no_level_and_says_why() {
     let out = run_bounded(
         Command::new(witness())
             .args(["load", "--url", &format!("http://127.0.0.1:{port}/call")])
-            .args(["--levels", "1,2", "--settle", "100ms", "--report"])
+            .args([
+                "--levels", "1,2", "--rounds", "1", "--settle", "100ms", "--report",
+            ])
             .arg(&r)
             .arg("--")
             .arg(toy())

@@ -165,6 +165,8 @@ fn load_with_gpu_auto_and_no_driver_runs_normally_says_nothing_about_gpus_and_re
             &format!("http://127.0.0.1:{port}/call"),
             "--levels",
             "1,2",
+            "--rounds",
+            "1",
         ])
         .args(["--settle", "100ms", "--gpu", "auto", "--report"])
         .arg(&report)

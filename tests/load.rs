@@ -13,6 +13,7 @@ fn load(args: &[&str], report: &std::path::Path) -> std::process::Output {
         Command::new(witness())
             .arg("load")
             .args(args)
+            .args(per_worker(args))
             .arg("--report")
             .arg(report),
         Duration::from_secs(90),
@@ -27,6 +28,7 @@ fn load_own(args: &[&str], server: &[&str], report: &std::path::Path) -> std::pr
         Command::new(witness())
             .args(["load", "--url", &url])
             .args(args)
+            .args(per_worker(args))
             .arg("--report")
             .arg(report)
             .arg("--")
@@ -380,7 +382,8 @@ fn load_localhost_with_hosts(tag: &str, hosts: &str) -> Option<(u16, serde_json:
             .arg(&hosts_file)
             .arg(witness())
             .args([
-                "load", "--url", &url, "--levels", "1", "--settle", "0s", "--report",
+                "load", "--url", &url, "--levels", "1", "--rounds", "1", "--settle", "0s",
+                "--report",
             ])
             .arg(&r)
             .arg("--")
@@ -441,6 +444,8 @@ fn ctrl_c_mid_run_keeps_what_was_measured_labelled_partial_and_stops_the_server(
             &url,
             "--levels",
             "1,4",
+            "--rounds",
+            "1",
             "--timeout",
             "20s",
             "--report",

@@ -21,6 +21,7 @@ fn load_mcp(args: &[&str], server: &[&str], dir: &Path) -> std::process::Output 
         Command::new(witness())
             .arg("load")
             .args(args)
+            .args(per_worker(args))
             .arg("--report")
             .arg(dir.join("r.json"))
             .arg("--journal")

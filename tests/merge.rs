@@ -77,7 +77,7 @@ fn wrap_and_an_attached_load_merge_into_the_story_one_witness_tells() {
     let url = format!("http://127.0.0.1:{port}/call");
     let out = run_bounded(
         Command::new(witness())
-            .args(["load", "--url", &url, "--settle", "500ms"])
+            .args(["load", "--url", &url, "--rounds", "1", "--settle", "500ms"])
             .args(RESTART)
             .arg("--report")
             .arg(&single)
@@ -104,7 +104,8 @@ fn wrap_and_an_attached_load_merge_into_the_story_one_witness_tells() {
     let url = format!("http://127.0.0.1:{port}/call");
     let out = run_bounded(
         Command::new(witness())
-            .args(["load", "--url", &url, "--settle", "500ms", "--journal"])
+            .args(["load", "--url", &url, "--rounds", "1", "--settle", "500ms"])
+            .arg("--journal")
             .arg(&lj),
         Duration::from_secs(60),
     );

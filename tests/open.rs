@@ -19,6 +19,7 @@ fn load_toy(args: &[&str], server: &[&str], dir: &Path) -> Output {
         Command::new(witness())
             .args(["load", "--url", &format!("http://127.0.0.1:{port}/call")])
             .args(args)
+            .args(per_worker(args))
             .arg("--report")
             .arg(dir.join("r.json"))
             .arg("--journal")

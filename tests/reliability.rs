@@ -25,6 +25,7 @@ fn load_own(port: u16, args: &[&str], server: &[&str]) -> Command {
     let mut c = Command::new(witness());
     c.args(["load", "--url", &url])
         .args(args)
+        .args(per_worker(args))
         .arg("--")
         .arg(toy())
         .args(["--port", &port.to_string()])
@@ -370,7 +371,8 @@ fn an_unprivileged_witness_says_identity_could_not_be_read_and_still_sees_restar
     let url = format!("http://127.0.0.1:{port}/call");
     let out = run_bounded(
         as_nobody(&dir)
-            .args(["load", "--url", &url, "--settle", "500ms", "--journal"])
+            .args(["load", "--url", &url, "--rounds", "1", "--settle", "500ms"])
+            .arg("--journal")
             .arg(dir.join("j.jsonl"))
             .arg("--report")
             .arg(&r),

@@ -49,6 +49,7 @@ fn load(tag: &str, port: u16, args: &[&str]) -> (serde_json::Value, PathBuf) {
                 "10s",
             ])
             .args(args)
+            .args(per_worker(args))
             .arg("--journal")
             .arg(&j)
             .arg("--report")

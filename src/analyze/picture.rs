@@ -799,7 +799,11 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                 "warn",
             ),
             Event::Ready {
-                ok, waited_s, url, ..
+                ok,
+                waited_s,
+                url,
+                detail,
+                ..
             } => push(
                 t,
                 MarkerKind::Ready,
@@ -807,11 +811,12 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                 if *ok { "ready" } else { "never ready" }.into(),
                 format!(
                     "t={t:.3}s: {url} {} after {}",
-                    match (*ok, url.starts_with("mcp ping")) {
-                        (true, true) => "answered",
-                        (true, false) => "answered 200",
-                        (false, true) => "did not answer",
-                        (false, false) => "did not answer 200",
+                    match (*ok, url.starts_with("mcp ping"), detail) {
+                        (true, false, Some(d)) => d.as_str(),
+                        (true, true, _) => "answered",
+                        (true, false, None) => "answered 200",
+                        (false, true, _) => "did not answer",
+                        (false, false, _) => "did not answer 2xx",
                     },
                     secs(*waited_s)
                 ),
@@ -1143,6 +1148,7 @@ mod tests {
             status: Some(status),
             error: None,
             duration_s: 0.001,
+            connected: false,
         }
     }
 
@@ -1297,6 +1303,7 @@ mod tests {
                         status: None,
                         error: Some("ConnectRefused".into()),
                         duration_s: 0.01,
+                        connected: false,
                     },
                 },
             ),

@@ -398,6 +398,7 @@ mod tests {
             status: Some(200),
             error: None,
             duration_s: 0.001,
+            connected: false,
         }
     }
 

@@ -151,7 +151,11 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
             } => (
                 None,
                 if *ok {
-                    let said = if mcp { "answered" } else { "answered 200" };
+                    let said = match detail {
+                        Some(d) => d.as_str(),
+                        None if mcp => "answered",
+                        None => "answered 200",
+                    };
                     format!("ready: {url} {said} after {}", secs(*waited_s))
                 } else {
                     // The reason is the refusal's, said once there (journals from before kept it here).

@@ -1352,6 +1352,7 @@ mod tests {
                     status: Some(200),
                     error: None,
                     duration_s: 0.0,
+                    connected: false,
                 },
                 health_after: None,
                 restarted: false,
@@ -1412,6 +1413,7 @@ mod tests {
             status: Some(status),
             error: None,
             duration_s: 0.001,
+            connected: false,
         }
     }
 
@@ -1548,6 +1550,7 @@ mod tests {
                         status: None,
                         error: Some("ConnectionRefused".into()),
                         duration_s: 0.001,
+                        connected: false,
                     },
                     identity: None,
                     stopped: Some(
@@ -1848,6 +1851,7 @@ mod tests {
                         status: Some(200),
                         error: None,
                         duration_s: health_s,
+                        connected: false,
                     },
                 },
             ));
@@ -1890,6 +1894,7 @@ mod tests {
                         status: Some(200),
                         error: None,
                         duration_s: 0.001,
+                        connected: false,
                     },
                     identity: None,
                     stopped: None,
@@ -1940,6 +1945,7 @@ mod tests {
                         status: None,
                         error: Some("ConnectionRefused".into()),
                         duration_s: 0.001,
+                        connected: false,
                     },
                     identity: None,
                     stopped: Some("the server died (exit status 1) and nothing restarts it: the level stopped sending".into()),

@@ -140,8 +140,12 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             settle_s: cfg.settle.as_secs_f64(),
             factor: args.factor,
             cliff_slack_s: args.cliff_slack.as_secs_f64(),
-            rounds: args.duration.is_none().then_some(cfg.rounds),
-            duration_s: args.duration.map(|d| d.as_secs_f64()),
+            rounds: cfg
+                .duration
+                .or(args.duration)
+                .is_none()
+                .then_some(cfg.rounds),
+            duration_s: cfg.duration.or(args.duration).map(|d| d.as_secs_f64()),
             mcp: call.as_ref().map(|c| crate::journal::McpSettings {
                 tool: c.tool.clone(),
                 transport: if stdio { "stdio" } else { "http" }.into(),
@@ -278,12 +282,24 @@ async fn measure(
     live: &Live,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<String, Stop> {
+    // Plain HTTP with no --health-url: witness finds out what answers for the server's health.
+    let decide = args.health_url.is_none() && cfg.mcp.is_none();
     if target.owned() {
         // Over stdio there is no port: the pipes are the server's only door.
         let stdio = matches!(&cfg.mcp, Some((McpTarget::Stdio(_), _)));
         let port = (!stdio).then(|| crate::load::tls::port(&cfg.spec.uri));
-        wait_ready(target, prober, journal, args.ready_timeout, port).await?;
+        let ready = Ready {
+            limit: args.ready_timeout,
+            port,
+            any_answer: decide,
+        };
+        wait_ready(target, prober, journal, ready).await?;
     }
+    let chosen = match decide {
+        true => choose_health(args, cfg, prober, journal).await,
+        false => None,
+    };
+    let prober = chosen.as_ref().unwrap_or(prober);
     // Over stdio there is no connect to measure: the pipes are the connection.
     if !matches!(&cfg.mcp, Some((McpTarget::Stdio(_), _))) {
         check_floor(&cfg.spec.uri, args.max_connect_floor, journal).await?;
@@ -298,7 +314,7 @@ async fn measure(
     let first = prober.probe_journalled(journal, "before the ladder").await;
     if !first.healthy() {
         return refuse_with(format!(
-            "the target was unhealthy before the first level: {} answered {} (not 200)",
+            "the target was unhealthy before the first level: {} answered {} (not 2xx)",
             prober.describe(),
             first.text()
         ));
@@ -456,23 +472,51 @@ pub(crate) fn refused_note(journal: &Journal, text: &str) {
     });
 }
 
-/// Waits until the started server answers 200, journalled as time-to-ready. A 200 counts only when
-/// the process listening on `port` is witness's own (the server or a descendant): otherwise another
-/// process holds the port and would be measured instead. A server that exits first is a refusal
-/// naming its exit and last output lines.
+/// What waiting for a started server to be ready asks.
+pub(crate) struct Ready {
+    /// `--ready-timeout`.
+    pub limit: Duration,
+    /// The port the server is to listen on (None over stdio).
+    pub port: Option<u16>,
+    /// Any HTTP answer below 500 means ready (the server answers requests, whether or not it has a
+    /// health endpoint); otherwise only a healthy probe (2xx) does.
+    pub any_answer: bool,
+}
+
+/// How long a server witness started may listen on other ports only, once seen doing so, before
+/// witness refuses: a server that opens an admin port first gets this long to open the URL's.
+const ELSEWHERE_GRACE: Duration = Duration::from_secs(3);
+
+/// Waits until the started server is ready, journalled as time-to-ready: it answers the probe
+/// (2xx; with `any_answer`, any status below 500), and the process listening on `port` is witness's
+/// own (the server or a descendant): otherwise another process holds the port and would be measured
+/// instead. A server that exits first is a refusal naming its exit and last output lines; one that
+/// listens only on other ports than the URL's is said at once, and refused after a short grace.
 pub(crate) async fn wait_ready(
     target: &Target,
     prober: &impl crate::load::health::Probes,
     journal: &Journal,
-    limit: Duration,
-    port: Option<u16>,
+    ready: Ready,
 ) -> Result<(), Stop> {
+    let Ready {
+        limit,
+        port,
+        any_answer,
+    } = ready;
     let Some(mut state) = target.state() else {
         return Ok(());
     };
     let start = Instant::now();
+    let mut elsewhere: Option<(Instant, String)> = None;
     loop {
+        if let (Some(port), Target::Process(_)) = (port, target) {
+            if let Some(why) = listens_elsewhere(port, journal, &mut elsewhere) {
+                refused_note(journal, &why);
+                return Err(Stop::Refused(why));
+            }
+        }
         let p = prober.probe().await;
+        let answered = p.healthy() || (any_answer && p.status.is_some_and(|s| s < 500));
         // A certificate witness does not trust will not become trusted by waiting.
         if p.error.as_deref() == Some("TlsCertificate") {
             if let Some(t) = crate::load::tls::last_untrusted() {
@@ -485,16 +529,18 @@ pub(crate) async fn wait_ready(
         // while it is down, or deciding whether it daemonized, comes from someone else. And whose
         // listener answered, when witness can tell (a process target on a known port).
         let running = matches!(&*state.borrow(), State::Running(_));
-        let foreign = match (p.healthy(), port, target) {
+        let foreign = match (answered, port, target) {
             (true, Some(port), Target::Process(_)) => foreign_listener(port),
             _ => None,
         };
-        if p.healthy() && running && foreign.is_none() {
+        if answered && running && foreign.is_none() {
             journal.emit(Event::Ready {
                 ok: true,
                 waited_s: start.elapsed().as_secs_f64(),
                 url: prober.describe(),
-                detail: None,
+                // An answer that is not a health endpoint's yes: what it said.
+                detail: (!p.healthy())
+                    .then(|| format!("answered {} (the server answers)", p.text())),
                 output: Vec::new(),
             });
             return Ok(());
@@ -538,6 +584,88 @@ pub(crate) async fn wait_ready(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A server witness started that listens, but only on other ports than the URL's: said once as
+/// soon as it is seen ("the server listens on 127.0.0.1:8081, not on the URL's port 8080"), and the
+/// refusal's reason once that has lasted [`ELSEWHERE_GRACE`].
+fn listens_elsewhere(
+    port: u16,
+    journal: &Journal,
+    seen: &mut Option<(Instant, String)>,
+) -> Option<String> {
+    let ours = crate::server::our_listeners();
+    if ours.is_empty() || ours.iter().any(|a| a.port() == port) {
+        *seen = None;
+        return None;
+    }
+    let list: Vec<String> = ours.iter().map(|a| a.to_string()).collect();
+    let words = format!(
+        "the server listens on {}, not on the URL's port {port}",
+        list.join(" and ")
+    );
+    match seen {
+        Some((since, _)) if since.elapsed() >= ELSEWHERE_GRACE => {
+            let other = ours[0].port();
+            Some(format!(
+                "{words}: give --url with port {other}, or start the server on port {port}"
+            ))
+        }
+        Some(_) => None,
+        None => {
+            eprintln!("witness: {words}");
+            journal.emit(Event::Note {
+                level: "warn".into(),
+                text: words.clone(),
+            });
+            *seen = Some((Instant::now(), words));
+            None
+        }
+    }
+}
+
+/// Plain HTTP with no `--health-url`: `/health` when the server has one (it answers 2xx, or 5xx:
+/// a health endpoint saying no), else a GET of the URL when the load's method is GET, else a TCP
+/// connect to the URL's port. Said once, in words. None: `/health` it stays.
+async fn choose_health(
+    args: &LoadArgs,
+    cfg: &LadderConfig,
+    health: &Health,
+    journal: &Journal,
+) -> Option<Health> {
+    let Health::Http(h) = health else {
+        return None;
+    };
+    let p = h.probe().await;
+    let status = p.status?;
+    if p.healthy() || status >= 500 {
+        return None;
+    }
+    // Its kept-alive connection is nobody's now: the server must not count it during a level.
+    h.close().await;
+    let url = cfg.spec.uri.clone();
+    let (prober, what) = if cfg.spec.method == Method::GET {
+        let p = Prober::new(url.clone(), args.health_timeout).h2c(args.protocol.http2);
+        (p, format!("a GET of the URL ({url})"))
+    } else {
+        let p = Prober::new(url.clone(), args.health_timeout).connect_only();
+        let what = format!(
+            "{} (the URL is for {}, which a probe must not send)",
+            p.describe(),
+            cfg.spec.method
+        );
+        (p, what)
+    };
+    let words = format!(
+        "no {} here ({status}): health is {what}; --health-url to name one",
+        h.url.path()
+    );
+    eprintln!("witness: {words}");
+    journal.emit(Event::Note {
+        level: "info".into(),
+        text: words,
+    });
+    Some(Health::Http(prober))
 }
 
 /// ": ModuleNotFoundError: No module named 'x'": the one line of the server's last output that
@@ -696,6 +824,10 @@ fn tool_call(a: &LoadArgs, cfg: &LadderConfig) -> anyhow::Result<Option<ToolCall
     }))
 }
 
+/// How long a level of the ladder sends when neither --duration nor --rounds is given: long enough
+/// for its percentiles to rest on many requests (wrk runs 10 s, oha 200 requests).
+pub const DEFAULT_LEVEL_DURATION: Duration = Duration::from_secs(5);
+
 fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
     // Over stdio there is no URL; the HTTP request spec is then never used.
     let url = a.url.as_deref().unwrap_or("http://127.0.0.1/");
@@ -726,8 +858,16 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
             "--accept-status {bad} is not an HTTP status: give statuses from 100 to 599, e.g. 301,302"
         )));
     }
-    let method = Method::from_bytes(a.method.to_ascii_uppercase().as_bytes())
-        .map_err(|_| usage(format!("--method {:?} is not an HTTP method", a.method)))?;
+    // GET, as curl, wrk, oha and k6 send, unless a body is given (then POST, as curl -d does).
+    let method = match (&a.method, &a.body) {
+        (Some(m), _) => Method::from_bytes(m.to_ascii_uppercase().as_bytes()).map_err(|_| {
+            usage(format!(
+                "--method {m:?} is not an HTTP method: give GET, POST, PUT, …"
+            ))
+        })?,
+        (None, Some(_)) => Method::POST,
+        (None, None) => Method::GET,
+    };
     let body = match a.body.as_deref().map(|b| (b, b.strip_prefix('@'))) {
         Some((_, Some(path))) => Bytes::from(
             std::fs::read(path)
@@ -755,7 +895,12 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
         health,
         levels: a.levels.clone(),
         rounds: a.rounds.unwrap_or(1),
-        duration: a.duration,
+        // A level runs for a time unless --rounds counts its requests (rate levels: their own
+        // --duration, in `open`).
+        duration: match (a.rounds, a.open.rates.is_empty()) {
+            (None, true) => Some(a.duration.unwrap_or(DEFAULT_LEVEL_DURATION)),
+            _ => a.duration,
+        },
         limits: Limits {
             connect: a
                 .connect_timeout

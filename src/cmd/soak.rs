@@ -263,7 +263,12 @@ async fn prepare(
 ) -> Result<(), Stop> {
     if target.owned() {
         let port = plan.base.as_ref().map(crate::load::tls::port);
-        wait_ready(target, health, journal, plan.ready_timeout, port).await?;
+        let ready = super::load::Ready {
+            limit: plan.ready_timeout,
+            port,
+            any_answer: false,
+        };
+        wait_ready(target, health, journal, ready).await?;
     } else if health.unsettled() {
         // Attached to a running server: one question, journalled, settles whether /health exists.
         health.probe_journalled("before the soak").await;

@@ -75,6 +75,9 @@ pub struct Prober {
     connector: Counting,
     /// HTTP/2 with prior knowledge (h2c).
     h2c: bool,
+    /// The question is a TCP connect to the URL's host and port, no request (a server with no
+    /// health endpoint whose URL is not for GET).
+    connect_only: bool,
     kept: tokio::sync::Mutex<Option<Kept>>,
     pub url: Uri,
     limit: Duration,
@@ -85,6 +88,7 @@ impl Prober {
         Self {
             connector: counted(limit),
             h2c: false,
+            connect_only: false,
             kept: tokio::sync::Mutex::new(None),
             url,
             limit,
@@ -97,7 +101,29 @@ impl Prober {
         self
     }
 
+    /// Asks only whether a TCP connection to the URL's host and port opens (and closes it).
+    pub fn connect_only(mut self) -> Self {
+        self.connect_only = true;
+        self
+    }
+
+    /// What is asked, as the journal and messages name it: the URL, or "a TCP connect to H:P".
+    pub fn describe(&self) -> String {
+        if self.connect_only {
+            format!(
+                "a TCP connect to {}:{}",
+                self.url.host().unwrap_or(""),
+                super::tls::port(&self.url)
+            )
+        } else {
+            self.url.to_string()
+        }
+    }
+
     pub async fn probe(&self) -> Probe {
+        if self.connect_only {
+            return self.connect_once().await;
+        }
         let p = self.probe_once().await;
         if p.status.is_none() && p.error.as_deref() != Some("TimeoutError") {
             // The kept-alive connection may have died with a server that restarted: one fresh try.
@@ -168,6 +194,32 @@ impl Prober {
         Ok(&mut kept.as_mut().expect("just made").sender)
     }
 
+    async fn connect_once(&self) -> Probe {
+        let start = Instant::now();
+        let host = self
+            .url
+            .host()
+            .unwrap_or("")
+            .trim_matches(['[', ']'])
+            .to_string();
+        let port = super::tls::port(&self.url);
+        let work = tokio::net::TcpStream::connect((host.as_str(), port));
+        let error = match tokio::time::timeout(self.limit, work).await {
+            Err(_) => Some("TimeoutError".to_string()),
+            Ok(Ok(s)) => {
+                drop(s);
+                None
+            }
+            Ok(Err(e)) => Some(error_name(&e)),
+        };
+        Probe {
+            status: None,
+            connected: error.is_none(),
+            error,
+            duration_s: start.elapsed().as_secs_f64(),
+        }
+    }
+
     async fn probe_once(&self) -> Probe {
         let start = Instant::now();
         let mut kept = self.kept.lock().await;
@@ -211,6 +263,7 @@ impl Prober {
             status,
             error,
             duration_s: start.elapsed().as_secs_f64(),
+            connected: false,
         }
     }
 
@@ -218,7 +271,7 @@ impl Prober {
     pub async fn probe_journalled(&self, journal: &Journal, purpose: &str) -> Probe {
         let p = self.probe().await;
         journal.emit(Event::Health {
-            url: self.url.to_string(),
+            url: self.describe(),
             purpose: purpose.into(),
             probe: p.clone(),
         });
@@ -284,7 +337,7 @@ impl Health {
     /// What is probed, as the journal and messages name it.
     pub fn describe(&self) -> String {
         match self {
-            Health::Http(p) => p.url.to_string(),
+            Health::Http(p) => Prober::describe(p),
             Health::Mcp(p) => p.describe(),
         }
     }
@@ -317,7 +370,7 @@ impl Probes for Prober {
         Prober::probe(self).await
     }
     fn describe(&self) -> String {
-        self.url.to_string()
+        Prober::describe(self)
     }
 }
 

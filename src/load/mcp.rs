@@ -1079,6 +1079,7 @@ impl Session {
             status,
             error,
             duration_s,
+            connected: false,
         };
         (p, reason)
     }

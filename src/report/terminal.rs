@@ -855,6 +855,7 @@ pub(crate) mod tests {
             status: Some(200),
             error: None,
             duration_s: 0.001,
+            connected: false,
         };
         let req = |id, dur: f64, outcome| {
             (

@@ -254,6 +254,41 @@ pub fn look(port: u16) -> Seen {
     }
 }
 
+/// The TCP addresses witness's own descendants (the server it started, its workers, the daemons
+/// it adopted as their subreaper) listen on, in port order: read from /proc/net/tcp{,6} and each
+/// descendant's fds. Empty when nothing of witness's listens (or /proc cannot be read).
+pub fn our_listeners() -> Vec<std::net::SocketAddr> {
+    use procfs::net::TcpState;
+    let mut by_inode: std::collections::BTreeMap<u64, std::net::SocketAddr> = Default::default();
+    for table in [procfs::net::tcp(), procfs::net::tcp6()] {
+        for e in table.into_iter().flatten() {
+            if e.state == TcpState::Listen {
+                by_inode.insert(e.inode, e.local_address);
+            }
+        }
+    }
+    if by_inode.is_empty() {
+        return Vec::new();
+    }
+    let mut found: Vec<std::net::SocketAddr> = Vec::new();
+    for pid in crate::sample::kin::below(&[std::process::id()]) {
+        let Ok(fds) = procfs::process::Process::new(pid as i32).and_then(|p| p.fd()) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let procfs::process::FDTarget::Socket(inode) = fd.target {
+                if let Some(a) = by_inode.get(&inode) {
+                    if !found.contains(a) {
+                        found.push(*a);
+                    }
+                }
+            }
+        }
+    }
+    found.sort_by_key(|a| (a.port(), a.is_ipv6()));
+    found
+}
+
 /// Whether `pid` is witness's own descendant: the server it started, its workers, and the daemons
 /// that left the server's tree but came to witness as their subreaper.
 pub fn is_ours(pid: u32) -> bool {

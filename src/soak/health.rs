@@ -108,6 +108,7 @@ impl SoakHealth {
                     status: None,
                     error: Some("ConnectError".into()),
                     duration_s: 0.0,
+                    connected: false,
                 },
                 Some("no MCP connection to ping".into()),
             ),

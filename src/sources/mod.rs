@@ -653,6 +653,7 @@ pub(crate) mod tests {
                 status: Some(200),
                 error: None,
                 duration_s: 0.0,
+                connected: false,
             },
             identity: None,
             skipped: None,

@@ -302,3 +302,16 @@ pub fn tool(name: &str, also: &[&str]) -> Option<PathBuf> {
 pub fn nginx() -> Option<PathBuf> {
     tool("nginx", &["/usr/sbin"])
 }
+
+/// `--rounds 1` (one request per worker, the ladder's old default) unless the test says how long a
+/// level is (`--rounds`, `--duration`, `--rates`).
+pub fn per_worker(args: &[&str]) -> &'static [&'static str] {
+    let timed = args
+        .iter()
+        .any(|a| ["--rounds", "--duration", "--rates"].contains(a));
+    if timed {
+        &[]
+    } else {
+        &["--rounds", "1"]
+    }
+}
