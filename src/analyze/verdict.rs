@@ -179,7 +179,7 @@ impl<F: Failure> FailureGroup<'_, F> {
                 f.annotation()
             );
         }
-        let (lo, hi) = (self.ids[0], self.ids[self.ids.len() - 1]);
+        let (ids, count) = id_ranges(&self.ids);
         let took = if self.max_s - self.min_s < 0.005 {
             format!("{:.2}s", self.min_s)
         } else {
@@ -192,11 +192,43 @@ impl<F: Failure> FailureGroup<'_, F> {
             ""
         };
         format!(
-            "{many} {lo}–{hi} ({}){what} {} after {took}: {said}{when}",
-            self.ids.len(),
+            "{many} {ids} ({count}){what} {} after {took}: {said}{when}",
             f.outcome()
         )
     }
+}
+
+/// At most this many runs of ids are named in one group's words; the rest are counted.
+const ID_RUNS_NAMED: usize = 6;
+
+/// The ids a group names, exactly: in rising order, consecutive ones as a run ("9–12", "9–10, 12"),
+/// the runs past [`ID_RUNS_NAMED`] counted ("and 7 more"); and how many distinct ids there are.
+/// The ids come in the order the requests failed, which is not their order.
+pub fn id_ranges(ids: &[u64]) -> (String, usize) {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &id in &ids {
+        match runs.last_mut() {
+            Some((_, hi)) if *hi + 1 == id => *hi = id,
+            _ => runs.push((id, id)),
+        }
+    }
+    let run = |&(lo, hi): &(u64, u64)| match hi - lo {
+        0 => lo.to_string(),
+        1 => format!("{lo}, {hi}"),
+        _ => format!("{lo}–{hi}"),
+    };
+    let mut words: Vec<String> = runs.iter().take(ID_RUNS_NAMED).map(run).collect();
+    if runs.len() > ID_RUNS_NAMED {
+        let rest: u64 = runs[ID_RUNS_NAMED..]
+            .iter()
+            .map(|(lo, hi)| hi - lo + 1)
+            .sum();
+        words.push(format!("and {rest} more"));
+    }
+    (words.join(", "), ids.len())
 }
 
 /// The annotation without its per-request "N.NN s before/after this request failed", and that part.
@@ -1333,6 +1365,46 @@ mod tests {
             g[1].words().starts_with("request 13 error"),
             "{}",
             g[1].words()
+        );
+    }
+
+    #[test]
+    fn a_range_of_ids_names_exactly_the_requests_in_it() {
+        // The demo said "requests 10–12 (4)" of requests 10, 11, 12 and 9 (9 failed last).
+        assert_eq!(id_ranges(&[10, 11, 12, 9]), ("9–12".into(), 4));
+        assert_eq!(id_ranges(&[12, 9, 10]), ("9, 10, 12".into(), 3));
+        assert_eq!(
+            id_ranges(&[3, 4, 5, 9, 20, 21, 22, 23]),
+            ("3–5, 9, 20–23".into(), 8)
+        );
+        assert_eq!(id_ranges(&[7, 7]), ("7".into(), 1));
+        let odd: Vec<u64> = (1..=20).map(|i| i * 2).collect();
+        assert_eq!(
+            id_ranges(&odd),
+            ("2, 4, 6, 8, 10, 12, and 14 more".into(), 20)
+        );
+        let f = |id: u64| FailedRequest {
+            id,
+            start_s: 0.0,
+            end_s: 1.0,
+            duration_s: 1.0,
+            outcome: "error: closed before response".into(),
+            annotation: "pid 7 exited".into(),
+            detail: None,
+        };
+        let all = [f(10), f(11), f(12), f(9)];
+        let g = group_failures(&all);
+        assert!(
+            g[0].words().starts_with("requests 9–12 (4) error"),
+            "{}",
+            g[0].words()
+        );
+        let all = [f(12), f(9), f(10)];
+        let g = group_failures(&all);
+        assert!(
+            g[0].words().starts_with("requests 9, 10, 12 (3) error"),
+            "{}",
+            g[0].words()
         );
     }
 
