@@ -295,11 +295,13 @@ pub struct TimePoint {
     pub p99: Option<f64>,
 }
 
-/// Counts per log bin, allocated on first use: 724 bytes whatever the number of requests.
+/// Counts per log bin, allocated on first use: 724 bytes whatever the number of requests; and the
+/// exact shortest and longest duration, which bound every figure it gives.
 #[derive(Clone, Debug, Default)]
 struct LogHist {
     counts: Vec<u32>,
     n: u64,
+    extremes: Option<(f64, f64)>,
 }
 
 /// The log bin a duration falls in.
@@ -326,6 +328,10 @@ impl LogHist {
         let c = &mut self.counts[log_bin(d)];
         *c = c.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
         self.n += n;
+        self.extremes = Some(match self.extremes {
+            Some((lo, hi)) => (lo.min(d), hi.max(d)),
+            None => (d, d),
+        });
     }
     /// An HDR summary re-binned: its buckets (0.1 % wide) fall whole into the 12 % log bins.
     fn of(sum: &crate::stats::Summary) -> Self {
@@ -333,19 +339,19 @@ impl LogHist {
         for (lo, _, n) in sum.buckets() {
             h.record_n(lo, n);
         }
+        h.extremes = sum.extremes();
         h
     }
-    /// The geometric middle of the bin holding quantile `q`.
+    /// The geometric middle of the bin holding quantile `q`, within the exact shortest and longest
+    /// duration (a bin's middle is no duration any request had: one request is its own figure).
     fn quantile(&self, q: f64) -> Option<f64> {
-        if self.n == 0 {
-            return None;
-        }
+        let (lo, hi) = self.extremes.filter(|_| self.n > 0)?;
         let want = ((q * self.n as f64).ceil() as u64).max(1);
         let mut seen = 0u64;
         for (i, c) in self.counts.iter().enumerate() {
             seen += *c as u64;
             if seen >= want {
-                return Some((bin_lo(i) * bin_lo(i + 1)).sqrt());
+                return Some((bin_lo(i) * bin_lo(i + 1)).sqrt().max(lo).min(hi));
             }
         }
         None
@@ -1116,6 +1122,24 @@ mod tests {
     use crate::analyze::analyze;
     use crate::analyze::tests::{end, exit, loaded, spawn};
     use crate::journal::{ErrorKind, Identity, Stream, TimeoutPhase};
+
+    #[test]
+    fn a_time_buckets_figures_lie_within_its_durations() {
+        // One request: its own p50 and p99, not its bin's middle.
+        let mut h = LogHist::default();
+        h.record(1.001189674);
+        assert_eq!(h.quantile(0.5), Some(1.001189674));
+        assert_eq!(h.quantile(0.99), Some(1.001189674));
+        let mut h = LogHist::default();
+        for d in [0.0101, 0.0102, 0.0103, 4.002, 8.01] {
+            h.record(d);
+        }
+        for q in [0.5, 0.99] {
+            let v = h.quantile(q).unwrap();
+            assert!((0.0101..=8.01).contains(&v), "{q}: {v}");
+        }
+        assert_eq!(LogHist::default().quantile(0.5), None);
+    }
 
     pub fn request(id: u64, group: &str, worker: u32, start: f64, dur: f64, o: Outcome) -> Event {
         Event::Request {

@@ -102,6 +102,9 @@ pub struct LevelRow {
     /// the server served. Its latency counts from each request's intended send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<super::rate::RateRow>,
+    /// Failed by the cliff rule alone: a lower level run later (a new base) could change it.
+    #[serde(skip)]
+    pub cliff_only: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -179,7 +182,7 @@ impl<F: Failure> FailureGroup<'_, F> {
                 f.annotation()
             );
         }
-        let (lo, hi) = (self.ids[0], self.ids[self.ids.len() - 1]);
+        let (ids, count) = id_ranges(&self.ids);
         let took = if self.max_s - self.min_s < 0.005 {
             format!("{:.2}s", self.min_s)
         } else {
@@ -192,11 +195,43 @@ impl<F: Failure> FailureGroup<'_, F> {
             ""
         };
         format!(
-            "{many} {lo}–{hi} ({}){what} {} after {took}: {said}{when}",
-            self.ids.len(),
+            "{many} {ids} ({count}){what} {} after {took}: {said}{when}",
             f.outcome()
         )
     }
+}
+
+/// At most this many runs of ids are named in one group's words; the rest are counted.
+const ID_RUNS_NAMED: usize = 6;
+
+/// The ids a group names, exactly: in rising order, consecutive ones as a run ("9–12", "9–10, 12"),
+/// the runs past [`ID_RUNS_NAMED`] counted ("and 7 more"); and how many distinct ids there are.
+/// The ids come in the order the requests failed, which is not their order.
+pub fn id_ranges(ids: &[u64]) -> (String, usize) {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &id in &ids {
+        match runs.last_mut() {
+            Some((_, hi)) if *hi + 1 == id => *hi = id,
+            _ => runs.push((id, id)),
+        }
+    }
+    let run = |&(lo, hi): &(u64, u64)| match hi - lo {
+        0 => lo.to_string(),
+        1 => format!("{lo}, {hi}"),
+        _ => format!("{lo}–{hi}"),
+    };
+    let mut words: Vec<String> = runs.iter().take(ID_RUNS_NAMED).map(run).collect();
+    if runs.len() > ID_RUNS_NAMED {
+        let rest: u64 = runs[ID_RUNS_NAMED..]
+            .iter()
+            .map(|(lo, hi)| hi - lo + 1)
+            .sum();
+        words.push(format!("and {rest} more"));
+    }
+    (words.join(", "), ids.len())
 }
 
 /// The annotation without its per-request "N.NN s before/after this request failed", and that part.
@@ -396,6 +431,7 @@ impl<'a> LoadAcc<'a> {
                     witness_cpu_s: None,
                     protocol: None,
                     rate: None,
+                    cliff_only: false,
                 }),
                 Event::RateLevel { index, .. } => {
                     if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
@@ -800,6 +836,7 @@ impl<'a> LoadAcc<'a> {
             if let Some(rate) = l.rate.as_mut() {
                 reasons.extend(rate.finish(l.counts.ok, l.counts.not_sent));
             }
+            let others_failed = !reasons.is_empty();
             if let (Some(b), Some(lat), None) = (base, &l.latency, &l.rate) {
                 let allowed = l.concurrency as f64 * b * factor + slack_s;
                 if lat.max > allowed * (1.0 + 1e-9) {
@@ -815,6 +852,7 @@ impl<'a> LoadAcc<'a> {
                 }
             }
             l.verdict = if reasons.is_empty() { "pass" } else { "fail" }.into();
+            l.cliff_only = !others_failed && !reasons.is_empty();
             l.reasons = reasons;
             // Said whatever the verdict: a level that refused most of its work measured little.
             if l.counts.ok > 0 {
@@ -852,6 +890,49 @@ impl<'a> LoadAcc<'a> {
             suspicions,
         )
     }
+}
+
+/// While a run goes on, after each level: the verdicts the cliff rule may still change become
+/// "pending". The rule's base is the per-request max at the lowest level that ran; when a lower
+/// closed-loop level is still to run (`lowest_to_come`, from the plan), it will be the base, and a
+/// level judged so far against a higher one (with levels high to low, against itself: always a
+/// pass) could fail — or, failed by the cliff rule alone, pass. Failures for any other reason are
+/// final. Returns whether any row became pending. Never applied to a finished run's analysis.
+pub fn await_cliff_base(load: &mut LoadAnalysis, lowest_to_come: Option<u32>) -> bool {
+    let judged = |l: &LevelRow| l.rate.is_none() && l.latency.is_some() && l.verdict != "skipped";
+    let base = load
+        .levels
+        .iter()
+        .filter(|l| judged(l))
+        .map(|l| l.concurrency)
+        .min();
+    let (Some(base), Some(to_come)) = (base, lowest_to_come) else {
+        return false;
+    };
+    if to_come >= base {
+        return false;
+    }
+    let mut any = false;
+    for l in load.levels.iter_mut().filter(|l| judged(l)) {
+        let open = l.verdict == "pass" || (l.verdict == "fail" && l.cliff_only);
+        if !open {
+            continue;
+        }
+        let so_far = if l.verdict == "pass" {
+            "no rule failed so far".to_string()
+        } else {
+            "so far the cliff rule alone fails it".to_string()
+        };
+        l.reasons.insert(
+            0,
+            format!(
+                "the cliff rule waits for level {to_come}, the lowest still to run, whose per-request max will be its base; {so_far}"
+            ),
+        );
+        l.verdict = "pending".into();
+        any = true;
+    }
+    any
 }
 
 /// The most connections witness itself held to the server at once over the ladder, in words; a
@@ -1337,6 +1418,46 @@ mod tests {
     }
 
     #[test]
+    fn a_range_of_ids_names_exactly_the_requests_in_it() {
+        // The demo said "requests 10–12 (4)" of requests 10, 11, 12 and 9 (9 failed last).
+        assert_eq!(id_ranges(&[10, 11, 12, 9]), ("9–12".into(), 4));
+        assert_eq!(id_ranges(&[12, 9, 10]), ("9, 10, 12".into(), 3));
+        assert_eq!(
+            id_ranges(&[3, 4, 5, 9, 20, 21, 22, 23]),
+            ("3–5, 9, 20–23".into(), 8)
+        );
+        assert_eq!(id_ranges(&[7, 7]), ("7".into(), 1));
+        let odd: Vec<u64> = (1..=20).map(|i| i * 2).collect();
+        assert_eq!(
+            id_ranges(&odd),
+            ("2, 4, 6, 8, 10, 12, and 14 more".into(), 20)
+        );
+        let f = |id: u64| FailedRequest {
+            id,
+            start_s: 0.0,
+            end_s: 1.0,
+            duration_s: 1.0,
+            outcome: "error: closed before response".into(),
+            annotation: "pid 7 exited".into(),
+            detail: None,
+        };
+        let all = [f(10), f(11), f(12), f(9)];
+        let g = group_failures(&all);
+        assert!(
+            g[0].words().starts_with("requests 9–12 (4) error"),
+            "{}",
+            g[0].words()
+        );
+        let all = [f(12), f(9), f(10)];
+        let g = group_failures(&all);
+        assert!(
+            g[0].words().starts_with("requests 9, 10, 12 (3) error"),
+            "{}",
+            g[0].words()
+        );
+    }
+
+    #[test]
     fn the_connections_witness_held_are_said_and_more_than_its_workers_is_named() {
         let row = |n: u32, held: Option<u32>| {
             let mut l = LevelRow {
@@ -1373,6 +1494,7 @@ mod tests {
                 witness_cpu_s: None,
                 protocol: None,
                 rate: None,
+                cliff_only: false,
             };
             l.concurrency = n;
             l.held = held;
@@ -1518,6 +1640,74 @@ mod tests {
         assert_eq!(l.levels[2].verdict, "fail");
         assert!(l.levels[2].reasons[0].contains("a cliff, not a line"));
         assert_eq!(l.verdict, "fail");
+    }
+
+    #[test]
+    fn levels_high_to_low_are_pending_until_the_lowest_ran_then_the_cliff_is_judged() {
+        // --levels 16,4,1: 16 judged against itself passes; level 1 makes it a cliff.
+        let mut ev = vec![(0.0, settings()), (0.0, spawn(7)), level(0, 16, 0.1, 7)];
+        for i in 0..16 {
+            ev.push(req(
+                i,
+                0,
+                0.1,
+                if i == 0 { 1.2 } else { 0.002 },
+                Outcome::Ok,
+            ));
+        }
+        ev.push(level_end(0, 16, 1.4, 7));
+        let mut so_far = analyze(&loaded(ev.clone())).load.unwrap();
+        assert_eq!(so_far.levels[0].verdict, "pass", "judged against itself");
+        assert!(await_cliff_base(&mut so_far, Some(1)));
+        let l = &so_far.levels[0];
+        assert_eq!(l.verdict, "pending");
+        assert!(
+            l.reasons[0].starts_with("the cliff rule waits for level 1, the lowest still to run"),
+            "{:?}",
+            l.reasons
+        );
+        // Nothing lower to come (or no plan): nothing waits.
+        let mut same = analyze(&loaded(ev.clone())).load.unwrap();
+        assert!(!await_cliff_base(&mut same, Some(16)));
+        assert!(!await_cliff_base(&mut same, None));
+        assert_eq!(same.levels[0].verdict, "pass");
+        // Level 4 and 1 run: 16's max 1.2 s is a cliff over 16 × 2 ms.
+        ev.push(level(1, 4, 1.5, 7));
+        for i in 0..4 {
+            ev.push(req(16 + i, 1, 1.5, 0.004, Outcome::Ok));
+        }
+        ev.push(level_end(1, 4, 1.6, 7));
+        ev.push(level(2, 1, 1.7, 7));
+        ev.push(req(20, 2, 1.7, 0.002, Outcome::Ok));
+        ev.push(level_end(2, 1, 1.8, 7));
+        ev.push((2.0, end()));
+        let done = analyze(&loaded(ev)).load.unwrap();
+        assert_eq!(done.levels[0].verdict, "fail");
+        assert!(done.levels[0].reasons[0].contains("a cliff, not a line"));
+    }
+
+    #[test]
+    fn a_failure_by_the_cliff_alone_may_still_change_and_any_other_is_final() {
+        // --levels 4,16,1: 16 is a cliff against 4's base, which level 1 may yet replace.
+        let mut ev = vec![(0.0, settings()), (0.0, spawn(7)), level(0, 4, 0.1, 7)];
+        for i in 0..4 {
+            ev.push(req(i, 0, 0.1, 0.001, Outcome::Ok));
+        }
+        ev.push(level_end(0, 4, 0.2, 7));
+        ev.push(level(1, 16, 0.3, 7));
+        ev.push(req(4, 1, 0.3, 1.2, Outcome::Ok));
+        ev.push(level_end(1, 16, 1.6, 7));
+        let mut a = analyze(&loaded(ev.clone())).load.unwrap();
+        assert_eq!(a.levels[1].verdict, "fail");
+        assert!(await_cliff_base(&mut a, Some(1)));
+        assert_eq!(a.levels[0].verdict, "pending");
+        assert_eq!(a.levels[1].verdict, "pending");
+        assert!(a.levels[1].reasons[0].contains("so far the cliff rule alone fails it"));
+        // An error is a failure whatever the base.
+        ev.push(req(5, 1, 0.3, 0.5, err()));
+        let mut a = analyze(&loaded(ev)).load.unwrap();
+        await_cliff_base(&mut a, Some(1));
+        assert_eq!(a.levels[1].verdict, "fail", "{:?}", a.levels[1].reasons);
     }
 
     #[test]

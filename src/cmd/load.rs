@@ -357,12 +357,13 @@ async fn measure(
             LevelRun::Stopped(why) => not_run.push(format!("level {name}: {why}")),
         }
         previous = target.identity().or(previous);
-        let row = after_level(journal, args, index as u32);
+        let row = after_level(journal, args, index as u32, plan.workers_to_come());
         if let Some(row) = &row {
             if !live.rows_shown.swap(true, Ordering::Relaxed) {
                 print_line(&report::terminal::level_header());
             }
             print_line(&report::terminal::level_line(row));
+            live.shown(row);
         }
         // A search ends with a server that died or restarted: that is said, not a limit.
         let passed = row.as_ref().is_some_and(|r| r.verdict == "pass");
@@ -721,15 +722,21 @@ pub(crate) fn foreign_listener(port: u16) -> Option<String> {
 }
 
 /// After each level: the report is rewritten (so a killed run still leaves an up-to-date one, labelled
-/// partial), and the level's terminal line comes from the same analysis of the journal so far.
+/// partial), and the level's terminal line comes from the same analysis of the journal so far. A
+/// verdict a lower level still to run (`lowest_to_come`, from the plan) may change reads "pending",
+/// in the row and in the report alike.
 fn after_level(
     journal: &Journal,
     args: &LoadArgs,
     index: u32,
+    lowest_to_come: Option<u32>,
 ) -> Option<crate::analyze::verdict::LevelRow> {
     journal.flush().ok()?;
     let file = crate::sources::journal::JournalFile::open(journal.path()).ok()?;
-    let a = crate::analyze::analyze(&file);
+    let mut a = crate::analyze::analyze(&file);
+    if let Some(l) = a.load.as_mut() {
+        crate::analyze::verdict::await_cliff_base(l, lowest_to_come);
+    }
     if let Some(p) = &args.output.report {
         if let Err(e) = report::write_file(&report::json::Json, &a, p, "--report") {
             eprintln!("witness: {e:#}");
@@ -752,7 +759,35 @@ fn finish(
         level_rows: live.rows_shown.load(Ordering::Relaxed) && live.rows_on_stderr_terminal,
     };
     term.quiet_without_gpu = args.gpu.gpu != GpuMode::On;
-    super::finish_run_with(journal, &args.output, reason, partial, None, term)
+    super::finish_run_with(journal, &args.output, reason, partial, None, term, &|a| {
+        final_table(a, live)
+    })
+}
+
+/// The verdicts the report keeps, as a table on stdout after the last level, whenever a row printed
+/// live was pending or now says another verdict: what a script reads last on stdout is what counts,
+/// and it agrees with the report and the summary.
+fn final_table(a: &crate::analyze::Analysis, live: &Live) {
+    let Some(load) = &a.load else {
+        return;
+    };
+    let shown = live.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+    let changed = shown.iter().any(|(index, said)| {
+        said == "pending"
+            || load
+                .levels
+                .iter()
+                .find(|l| l.index == *index)
+                .is_none_or(|l| l.verdict != *said)
+    });
+    if !changed {
+        return;
+    }
+    print_line("final verdicts:");
+    print_line(&report::terminal::level_header());
+    for r in &load.levels {
+        print_line(&report::terminal::level_line(r));
+    }
 }
 
 /// What `load` prints while it runs, so the summary at the end does not say it twice.
@@ -763,6 +798,8 @@ struct Live {
     rows_on_stderr_terminal: bool,
     floor_shown: AtomicBool,
     rows_shown: AtomicBool,
+    /// Each level printed live (stdout) and the verdict its row said.
+    verdicts: std::sync::Mutex<Vec<(u32, String)>>,
 }
 
 impl Live {
@@ -773,7 +810,13 @@ impl Live {
             rows_on_stderr_terminal: same_file(1, 2),
             floor_shown: AtomicBool::new(false),
             rows_shown: AtomicBool::new(false),
+            verdicts: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    fn shown(&self, row: &crate::analyze::verdict::LevelRow) {
+        let mut v = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+        v.push((row.index, row.verdict.clone()));
     }
 }
 

@@ -158,10 +158,11 @@ pub fn finish_run(
     exit_code: Option<i32>,
 ) -> anyhow::Result<Analysis> {
     let term = views::terminal::Terminal::for_stderr();
-    finish_run_with(journal, output, reason, partial, exit_code, term)
+    finish_run_with(journal, output, reason, partial, exit_code, term, &|_| {})
 }
 
-/// [`finish_run`] with the terminal view the caller set up (what it already printed live).
+/// [`finish_run`] with the terminal view the caller set up (what it already printed live), and
+/// `first`, given the final analysis before the summary is printed (load's final table on stdout).
 pub fn finish_run_with(
     journal: &Journal,
     output: &OutputArgs,
@@ -169,6 +170,7 @@ pub fn finish_run_with(
     partial: bool,
     exit_code: Option<i32>,
     term: views::terminal::Terminal,
+    first: &dyn Fn(&Analysis),
 ) -> anyhow::Result<Analysis> {
     journal.emit(crate::journal::Event::End {
         reason: reason.into(),
@@ -177,23 +179,26 @@ pub fn finish_run_with(
     });
     if let Err(lost) = journal.flush() {
         // Render what did reach the file (every view labels it partial), then say what is missing.
-        if let Err(e) = render_run(journal, output, &term) {
+        if let Err(e) = render_run(journal, output, &term, first) {
             eprintln!("witness: {e:#}");
         }
         return Err(lost);
     }
-    render_run(journal, output, &term)
+    render_run(journal, output, &term, first)
 }
 
-/// Reads the journal back, prints the terminal view and writes the requested views.
+/// Reads the journal back, hands the analysis to `first`, prints the terminal view and writes the
+/// requested views.
 pub fn render_run(
     journal: &Journal,
     output: &OutputArgs,
     term: &views::terminal::Terminal,
+    first: &dyn Fn(&Analysis),
 ) -> anyhow::Result<Analysis> {
     use crate::report::View;
     let file = crate::sources::journal::JournalFile::open(journal.path())?;
     let analysis = crate::analyze::analyze(&file);
+    first(&analysis);
     eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
     eprintln!("witness: journal: {}", journal.path().display());
     write_views(output, &analysis)?;

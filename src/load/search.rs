@@ -143,6 +143,18 @@ impl Plan {
         })
     }
 
+    /// The lowest concurrency among the given closed-loop levels still to run (None in a search,
+    /// whose next level depends on the last, and with rates): the cliff rule's base may come from it.
+    pub fn workers_to_come(&self) -> Option<u32> {
+        self.given
+            .iter()
+            .filter_map(|s| match s {
+                Step::Workers(n) => Some(*n),
+                Step::Rate(_) => None,
+            })
+            .min()
+    }
+
     /// How the level just run went: `ended` (the server died, restarted, or the level was
     /// skipped or stopped) ends a search; otherwise whether it passed chooses the next probe.
     pub fn after(&mut self, concurrency: u32, rate: Option<f64>, passed: bool, ended: bool) {
@@ -173,6 +185,21 @@ fn value(s: Step) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lowest_given_level_still_to_run_is_known_and_none_in_a_search() {
+        let mut p = Plan::new(&[16, 4, 1], &[], 0, None);
+        assert_eq!(p.workers_to_come(), Some(1));
+        assert_eq!(p.next_level(), Some((16, None)));
+        assert_eq!(p.workers_to_come(), Some(1));
+        p.next_level();
+        p.next_level();
+        assert_eq!(p.workers_to_come(), None);
+        let p = Plan::new(&[1, 4], &[], 0, Some((0.1, 8)));
+        assert_eq!(p.workers_to_come(), None);
+        let p = Plan::new(&[], &[10.0, 20.0], 64, None);
+        assert_eq!(p.workers_to_come(), None);
+    }
 
     /// Runs a search against a server that holds up to `limit`; returns the values it tried.
     fn against(limit: f64, start: f64, whole: bool, res: f64, budget: u32) -> Vec<f64> {

@@ -1762,7 +1762,7 @@ mod tests {
             .find("id=\"distributions\"")
             .expect("the distributions")..];
         assert!(
-            dist.contains("64 ok · p50 5.0ms · p99 2.0s"),
+            dist.contains("64 ok · p50 5ms · p99 2.0s"),
             "{}",
             &dist[..600]
         );

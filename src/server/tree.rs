@@ -313,7 +313,14 @@ impl Book {
             count: self.count,
             journalled: self.journalled,
             lived_min_s: if self.count == 0 { 0.0 } else { self.min_s },
-            lived_median_s: self.lived.value_at_quantile(0.5) as f64 / 1e6,
+            // The histogram's bucket can reach past the longest life: kept within min..max.
+            lived_median_s: if self.count == 0 {
+                0.0
+            } else {
+                (self.lived.value_at_quantile(0.5) as f64 / 1e6)
+                    .max(self.min_s)
+                    .min(self.max_s)
+            },
             lived_max_s: self.max_s,
             ends: self.ends.clone(),
         }
