@@ -19,6 +19,37 @@ pub struct Latency {
     pub mean: f64,
     pub max: f64,
     pub min: f64,
+    /// The percentiles figured from fewer durations than they need (p50: 2, p95: 20, p99: 100):
+    /// a p99 of 5 requests is their max, not a p99. Views show these as such.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub too_few_for: Vec<&'static str>,
+}
+
+/// Each percentile the summaries give, and how many durations it needs to mean its name: a pQ
+/// needs 1 / (1 − Q) of them.
+pub const NEEDS: [(&str, u64); 3] = [("p50", 2), ("p95", 20), ("p99", 100)];
+
+impl Latency {
+    /// Whether `name` ("p50", "p95", "p99") rests on enough durations to be called that.
+    pub fn enough_for(&self, name: &str) -> bool {
+        !self.too_few_for.contains(&name)
+    }
+
+    /// A percentile as a person reads it: its figure, or "(n=K)" when K durations are too few for
+    /// it ("p99 of 1 request is not a p99").
+    pub fn shown(&self, name: &str, figure: impl Fn(f64) -> String) -> String {
+        let v = match name {
+            "p50" => self.p50,
+            "p95" => self.p95,
+            "p99" => self.p99,
+            _ => return "-".into(),
+        };
+        if self.enough_for(name) {
+            figure(v)
+        } else {
+            format!("(n={})", self.count)
+        }
+    }
 }
 
 /// Up to this many durations a [`Summary`] keeps each one, and its percentiles are exact.
@@ -126,6 +157,11 @@ impl Summary {
             mean: self.sum / self.hist.len() as f64,
             max: self.max,
             min: self.min,
+            too_few_for: NEEDS
+                .iter()
+                .filter(|(_, n)| self.hist.len() < *n)
+                .map(|(name, _)| *name)
+                .collect(),
         })
     }
 }

@@ -728,13 +728,18 @@ impl<'a> LoadAcc<'a> {
             }
         }
 
-        // The cliff rule's base: the per-request max at the lowest level that ran cleanly.
+        // The cliff rule's figure: each level's max ok, or its p99 when every level has the
+        // samples for one (a timed level of thousands of requests: one rare stall, which the
+        // timer findings name, is not a cliff; a queue moves the p99 as it moves the max).
+        let cliff = CliffFigure::of(levels.iter().filter(|l| l.rate.is_none()));
+        // Its base: the per-request figure at the lowest level that ran cleanly.
         let base = levels
             .iter()
             .filter(|l| l.verdict == "pending" && l.latency.is_some() && l.rate.is_none())
             .min_by_key(|l| l.concurrency)
             .map(|l| {
-                l.latency.as_ref().map(|x| x.max).unwrap_or(0.0) / l.concurrency.max(1) as f64
+                l.latency.as_ref().map(|x| cliff.of_latency(x)).unwrap_or(0.0)
+                    / l.concurrency.max(1) as f64
             });
         for l in levels.iter_mut() {
             if l.verdict == "skipped" {
@@ -839,10 +844,12 @@ impl<'a> LoadAcc<'a> {
             let others_failed = !reasons.is_empty();
             if let (Some(b), Some(lat), None) = (base, &l.latency, &l.rate) {
                 let allowed = l.concurrency as f64 * b * factor + slack_s;
-                if lat.max > allowed * (1.0 + 1e-9) {
+                let seen = cliff.of_latency(lat);
+                if seen > allowed * (1.0 + 1e-9) {
                     reasons.push(format!(
-                        "max ok {} > {} × {} × {} + {} slack = {} (a cliff, not a line)",
-                        secs(lat.max),
+                        "{} ok {} > {} × {} × {} + {} slack = {} (a cliff, not a line)",
+                        cliff.name(),
+                        secs(seen),
                         l.concurrency,
                         secs(b),
                         factor,
@@ -892,6 +899,50 @@ impl<'a> LoadAcc<'a> {
     }
 }
 
+/// Levels with at least this many ok requests each are judged by their p99 in the cliff rule.
+pub const CLIFF_P99_FROM: u64 = 100;
+
+/// The figure the cliff rule compares: the max ok duration (few requests a level, as the seed's
+/// one per worker), or the p99 when every level has [`CLIFF_P99_FROM`] ok requests.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum CliffFigure {
+    Max,
+    P99,
+}
+
+impl CliffFigure {
+    fn of<'a>(levels: impl Iterator<Item = &'a LevelRow>) -> Self {
+        let mut any = false;
+        for l in levels {
+            if let Some(lat) = &l.latency {
+                any = true;
+                if lat.count < CLIFF_P99_FROM {
+                    return CliffFigure::Max;
+                }
+            }
+        }
+        if any {
+            CliffFigure::P99
+        } else {
+            CliffFigure::Max
+        }
+    }
+
+    fn of_latency(self, l: &crate::stats::Latency) -> f64 {
+        match self {
+            CliffFigure::Max => l.max,
+            CliffFigure::P99 => l.p99,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CliffFigure::Max => "max",
+            CliffFigure::P99 => "p99",
+        }
+    }
+}
+
 /// While a run goes on, after each level: the verdicts the cliff rule may still change become
 /// "pending". The rule's base is the per-request max at the lowest level that ran; when a lower
 /// closed-loop level is still to run (`lowest_to_come`, from the plan), it will be the base, and a
@@ -926,7 +977,7 @@ pub fn await_cliff_base(load: &mut LoadAnalysis, lowest_to_come: Option<u32>) ->
         l.reasons.insert(
             0,
             format!(
-                "the cliff rule waits for level {to_come}, the lowest still to run, whose per-request max will be its base; {so_far}"
+                "the cliff rule waits for level {to_come}, the lowest still to run, whose per-request figure will be its base; {so_far}"
             ),
         );
         l.verdict = "pending".into();
@@ -1640,6 +1691,37 @@ mod tests {
         assert_eq!(l.levels[2].verdict, "fail");
         assert!(l.levels[2].reasons[0].contains("a cliff, not a line"));
         assert_eq!(l.verdict, "fail");
+    }
+
+    /// Levels of many requests each: one rare stall (a SYN re-sent after 1 s) is not a cliff when
+    /// the p99 holds, while a queue that moves the p99 is one.
+    #[test]
+    fn timed_levels_are_judged_by_their_p99_so_one_stall_is_no_cliff_but_a_queue_is() {
+        let run = |slow_at_8: &dyn Fn(u64) -> f64| {
+            let mut ev = vec![(0.0, settings()), (0.0, spawn(7))];
+            let mut id = 0;
+            for (index, n) in [(0u32, 1u32), (1, 8)] {
+                let t = index as f64 * 10.0;
+                ev.push(level(index, n, t + 0.1, 7));
+                for k in 0..400u64 {
+                    let d = if n == 8 { slow_at_8(k) } else { 0.002 };
+                    ev.push(req(id, index, t + 0.2, d, Outcome::Ok));
+                    id += 1;
+                }
+                ev.push(level_end(index, n, t + 5.0, 7));
+            }
+            ev.push((21.0, end()));
+            analyze(&loaded(ev)).load.unwrap()
+        };
+        let stall = run(&|k| if k == 7 { 1.02 } else { 0.003 });
+        assert_eq!(stall.levels[1].verdict, "pass", "{:?}", stall.levels[1].reasons);
+        let queue = run(&|k| if k % 10 < 3 { 0.5 } else { 0.003 });
+        assert_eq!(queue.levels[1].verdict, "fail");
+        assert!(
+            queue.levels[1].reasons[0].starts_with("p99 ok 500ms >"),
+            "{:?}",
+            queue.levels[1].reasons
+        );
     }
 
     #[test]

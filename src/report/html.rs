@@ -268,6 +268,11 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
     }
     o.push_str("<table><tr><th>concurrency or rate</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>ok max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
     let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
+    // A percentile of too few requests is shown as such, "(n=5)", never under that name.
+    let pct = |l: Option<&crate::stats::Latency>, name: &str| {
+        l.map(|l| l.shown(name, |v| format!("{v:.3}s")))
+            .unwrap_or_else(|| "-".into())
+    };
     for r in &l.levels {
         let class = match r.verdict.as_str() {
             "pass" => "",
@@ -285,8 +290,8 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
             c.error,
             c.rejected,
             s(r.latency.as_ref().map(|l| l.max)),
-            s(r.latency.as_ref().map(|l| l.p50)),
-            s(r.latency.as_ref().map(|l| l.p99)),
+            pct(r.latency.as_ref(), "p50"),
+            pct(r.latency.as_ref(), "p99"),
             r.time_to_give_up
                 .as_ref()
                 .map(|g| format!("{:.2}–{:.2}s", g.min, g.max))

@@ -97,6 +97,11 @@ pub fn level_line(r: &LevelRow) -> String {
     let c = &r.counts;
     let s = |x: Option<f64>, p: usize| x.map(|v| format!("{v:.p$}s")).unwrap_or_else(|| "-".into());
     let lat = r.latency.as_ref();
+    // A percentile of too few requests is shown as such, "(n=5)", never under that name.
+    let pct = |l: Option<&crate::stats::Latency>, name: &str| {
+        l.map(|l| l.shown(name, |v| format!("{v:.3}s")))
+            .unwrap_or_else(|| "-".into())
+    };
     let gave_up = r
         .time_to_give_up
         .as_ref()
@@ -152,8 +157,8 @@ pub fn level_line(r: &LevelRow) -> String {
         c.error,
         c.rejected,
         s(lat.map(|l| l.max), 2),
-        s(lat.map(|l| l.p50), 3),
-        s(lat.map(|l| l.p99), 3),
+        pct(lat, "p50"),
+        pct(lat, "p99"),
         gave_up,
         after,
         restarted,
