@@ -252,7 +252,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             )
             .err()
             .unwrap_or_else(|| anyhow::anyhow!("the journal could not be written"));
-            eprintln!(
+            crate::errln!(
                 "witness: the run stopped at once: no more requests were sent{}; what the views show is what reached the journal",
                 if owned { " and the server witness started was stopped" } else { "" }
             );
@@ -344,9 +344,9 @@ async fn measure(
         let row = after_level(journal, args, index as u32);
         if let Some(row) = &row {
             if !live.rows_shown.swap(true, Ordering::Relaxed) {
-                print_line(&report::terminal::level_header());
+                crate::outln!("{}", report::terminal::level_header());
             }
-            print_line(&report::terminal::level_line(row));
+            crate::outln!("{}", report::terminal::level_line(row));
         }
         // A search ends with a server that died or restarted: that is said, not a limit.
         let passed = row.as_ref().is_some_and(|r| r.verdict == "pass");
@@ -368,23 +368,6 @@ async fn measure(
             not_run.join("; ")
         ),
     })
-}
-
-/// Set once stdout is closed (`witness load … | head -1`): printing stops, the run goes on.
-static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// One line to stdout, never a panic: a closed reader ends the printing, not the run (the journal
-/// and the report are written all the same).
-pub(crate) fn print_line(line: &str) {
-    use std::io::Write;
-    use std::sync::atomic::Ordering;
-    if STDOUT_GONE.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
-        STDOUT_GONE.store(true, Ordering::Relaxed);
-    }
 }
 
 /// The connect floor, journalled; a floor over the limit (or no connect at all) is a refusal, with
@@ -412,15 +395,15 @@ pub(crate) async fn check_floor(
     }
     let why = match f.median_ms {
         Some(m) if m <= limit_ms => {
-            eprintln!(
+            crate::errln!(
                 "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
                 f.host, f.port
             );
             if let Some(h) = f.handshake_ms {
-                eprintln!("witness: TLS handshake floor {h:.2} ms after the connect (each new connection pays it; a reused one does not)");
+                crate::errln!("witness: TLS handshake floor {h:.2} ms after the connect (each new connection pays it; a reused one does not)");
             }
             if let Some(a) = &f.advice {
-                eprintln!("witness: ! {a}");
+                crate::errln!("witness: ! {a}");
             }
             return Ok(());
         }
@@ -604,7 +587,7 @@ fn after_level(
     let a = crate::analyze::analyze(&file);
     if let Some(p) = &args.output.report {
         if let Err(e) = report::write_file(&report::json::Json, &a, p, "--report") {
-            eprintln!("witness: {e:#}");
+            crate::errln!("witness: {e:#}");
         }
     }
     a.load?.levels.into_iter().find(|l| l.index == index)

@@ -119,9 +119,9 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
     let _ = std::fs::remove_file(journal.path());
     let tools = result.map_err(|e| refuse(format!("could not list the tools: {e:#}")))?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&tools)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&tools)?);
     } else {
-        print!("{}", render(&tools));
+        crate::out!("{}", render(&tools));
     }
     Ok(0)
 }

@@ -178,7 +178,7 @@ pub fn finish_run_with(
     if let Err(lost) = journal.flush() {
         // Render what did reach the file (every view labels it partial), then say what is missing.
         if let Err(e) = render_run(journal, output, &term) {
-            eprintln!("witness: {e:#}");
+            crate::errln!("witness: {e:#}");
         }
         return Err(lost);
     }
@@ -194,8 +194,8 @@ pub fn render_run(
     use crate::report::View;
     let file = crate::sources::journal::JournalFile::open(journal.path())?;
     let analysis = crate::analyze::analyze(&file);
-    eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
-    eprintln!("witness: journal: {}", journal.path().display());
+    crate::out::write_bytes(crate::out::To::Stderr, &term.render(&analysis)?);
+    crate::errln!("witness: journal: {}", journal.path().display());
     write_views(output, &analysis)?;
     Ok(analysis)
 }
@@ -390,11 +390,11 @@ pub fn write_views(out: &OutputArgs, analysis: &Analysis) -> anyhow::Result<()> 
     }
     if let Some(p) = &out.html {
         views::write_file(&views::html::Html, analysis, p, "--html")?;
-        eprintln!("witness: timeline: {}", p.display());
+        crate::errln!("witness: timeline: {}", p.display());
     }
     if let Some(p) = &out.trace {
         views::write_file(&views::trace::Trace, analysis, p, "--trace")?;
-        eprintln!("witness: trace (open in ui.perfetto.dev): {}", p.display());
+        crate::errln!("witness: trace (open in ui.perfetto.dev): {}", p.display());
     }
     Ok(())
 }

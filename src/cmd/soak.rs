@@ -131,7 +131,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
                     args.command.first().map_or("the server", String::as_str)
                 ),
             };
-            eprintln!(
+            crate::errln!(
                 "witness: soak of {} against {}: {} workers, interval {}, seed {} (replay with --seed {})",
                 secs(plan.duration.as_secs_f64()),
                 against,
@@ -188,7 +188,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
         }
         Ok(Ending::Violated { interval, reason }) => {
             let why = format!("invariant violated at interval {interval}: {reason}");
-            eprintln!("witness: soak aborted: {}", crate::secrets::scrub(&why));
+            crate::errln!("witness: soak aborted: {}", crate::secrets::scrub(&why));
             finish(&journal, &args, &why, true)?;
             Ok(1)
         }

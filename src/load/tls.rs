@@ -143,7 +143,7 @@ pub fn current() -> Arc<Tls> {
 pub fn from_flags(cacert: Option<&Path>, insecure: bool) -> anyhow::Result<Arc<Tls>> {
     let tls = install(cacert, insecure).map_err(crate::error::usage)?;
     if insecure {
-        eprintln!("witness: ! {INSECURE_NOTE}");
+        crate::errln!("witness: ! {INSECURE_NOTE}");
     }
     Ok(tls)
 }
