@@ -682,19 +682,10 @@ fn tool_call(a: &LoadArgs, cfg: &LadderConfig) -> anyhow::Result<Option<ToolCall
 fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
     // Over stdio there is no URL; the HTTP request spec is then never used.
     let url = a.url.as_deref().unwrap_or("http://127.0.0.1/");
-    let uri: Uri = url
-        .parse()
-        .map_err(|e| usage(format!("--url {url:?} is not a URL: {e}")))?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-        return Err(usage(format!(
-            "--url {url:?} must be an http:// or https:// URL with a host, e.g. https://127.0.0.1:8443/"
-        )));
-    }
+    let uri = crate::load::url::http_url("--url", url).map_err(usage)?;
     check_port(&uri, "--url")?;
     let health: Uri = match &a.health_url {
-        Some(h) => h
-            .parse()
-            .map_err(|e| usage(format!("--health-url {h:?} is not a URL: {e}")))?,
+        Some(h) => crate::load::url::http_url("--health-url", h).map_err(usage)?,
         None => format!(
             "{}://{}/health",
             uri.scheme_str().unwrap_or("http"),

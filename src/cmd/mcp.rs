@@ -26,14 +26,7 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
     crate::load::tls::from_flags(a.tls.cacert.as_deref(), a.tls.insecure)?;
     let url = match &a.url {
         Some(u) => {
-            let uri: Uri = u
-                .parse()
-                .map_err(|e| usage(format!("--url {u:?} is not a URL: {e}")))?;
-            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                return Err(usage(format!(
-                    "--url {u:?} must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000/mcp"
-                )));
-            }
+            let uri = crate::load::url::http_url("--url", u).map_err(usage)?;
             super::load::check_loopback(&uri, false).await?;
             Some(uri)
         }
