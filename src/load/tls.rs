@@ -210,15 +210,59 @@ pub async fn handshake(
         host: host.to_string(),
         why: format!("{host:?} is not a name TLS can check a certificate against: {e}"),
         certificate: false,
+        plain_http: false,
     })?;
+    let peer = tcp.peer_addr().ok();
     let connector = tokio_rustls::TlsConnector::from(current().config(h2));
-    connector.connect(name, tcp).await.map_err(|e| {
-        let f = TlsFailure::from_io(host, &e);
-        if f.certificate {
-            *UNTRUSTED.lock().unwrap_or_else(|e| e.into_inner()) = Some(f.clone());
+    match connector.connect(name, tcp).await {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let mut f = TlsFailure::from_io(host, &e);
+            if f.certificate {
+                *UNTRUSTED.lock().unwrap_or_else(|e| e.into_inner()) = Some(f.clone());
+            }
+            // Not a TLS record at all: most often an https:// URL for a plain-HTTP server, which
+            // answers the ClientHello with `HTTP/1.1 400`. Asked once more in plain HTTP to be sure.
+            let corrupt = matches!(rustls_error(&e), Some(rustls::Error::InvalidMessage(_)));
+            if let Some(addr) = peer.filter(|_| corrupt) {
+                if speaks_plain_http(addr).await {
+                    f.plain_http = true;
+                    f.why = format!(
+                        "no TLS at {}: it speaks plain HTTP: use http:// for it, not https://",
+                        authority(host, addr.port())
+                    );
+                }
+            }
+            Err(f)
         }
-        f
-    })
+    }
+}
+
+/// `host:port` as a URL writes it (an IPv6 address in brackets).
+pub fn authority(host: &str, port: u16) -> String {
+    let bare = host.trim_matches(['[', ']']);
+    if bare.contains(':') {
+        format!("[{bare}]:{port}")
+    } else {
+        format!("{bare}:{port}")
+    }
+}
+
+/// Whether `addr` answers a plain HTTP request with an HTTP status line (within a second).
+async fn speaks_plain_http(addr: std::net::SocketAddr) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(b"HEAD / HTTP/1.0\r\n\r\n").await.ok()?;
+        let mut head = [0u8; 5];
+        s.read_exact(&mut head).await.ok()?;
+        Some(&head == b"HTTP/")
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(1), ask)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
 }
 
 /// Whether the connection negotiated HTTP/2 by ALPN.
@@ -333,6 +377,8 @@ pub struct TlsFailure {
     pub host: String,
     pub why: String,
     pub certificate: bool,
+    /// The server answered in plain HTTP: the URL should say http://.
+    pub plain_http: bool,
 }
 
 impl std::fmt::Display for TlsFailure {
@@ -355,12 +401,14 @@ impl TlsFailure {
                     host: host.into(),
                     why,
                     certificate,
+                    plain_http: false,
                 }
             }
             None => Self {
                 host: host.into(),
                 why: format!("the TLS handshake with {host} failed: {e}"),
                 certificate: false,
+                plain_http: false,
             },
         }
     }
@@ -574,6 +622,7 @@ mod tests {
             host: "h".into(),
             why: w,
             certificate: true,
+            plain_http: false,
         };
         assert!(f.refusal().contains("--cacert") && f.refusal().contains("--insecure"));
     }
