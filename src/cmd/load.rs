@@ -57,7 +57,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
                 args.show_output,
             )
         })
-        .transpose()?;
+        .transpose()
+        .map_err(super::command_is_usage)?;
     // A server that daemonizes is recognised by the port it then serves (not over stdio).
     let mut target_cfg = target_cfg.map(|mut t| {
         if let TargetConfig::Process(p) = &mut t {

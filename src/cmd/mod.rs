@@ -30,6 +30,8 @@ pub fn process_config(
             "no command to run: give it after `--`, e.g. `witness wrap -- ./server --port 8080`",
         ));
     }
+    // A command that is not there is said now, in one line, before a journal or a timeline exists.
+    crate::server::process::check_startable(&command[0])?;
     Ok(ProcessConfig {
         command,
         restart: args.restart,
@@ -45,6 +47,15 @@ pub fn process_config(
         stdio: None,
         input_closed: None,
     })
+}
+
+/// For load and soak: a server command that cannot be started is configuration to fix (exit 2), in
+/// the same words; wrap keeps a shell's 127 and 126, as `timeout` and `tini` do.
+pub fn command_is_usage(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<crate::error::SpawnError>() {
+        Some(s) => usage(s.to_string()),
+        None => e,
+    }
 }
 
 /// The container target's config from its flags. witness's own restart policy is for child

@@ -55,7 +55,8 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
                 args.show_output,
             )
         })
-        .transpose()?;
+        .transpose()
+        .map_err(super::command_is_usage)?;
     // Over stdio each spawn's pipes come to the link (a restart sends new ones).
     let mut target_cfg = target_cfg;
     let pipes = match (&mut target_cfg, stdio) {
