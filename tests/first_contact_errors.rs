@@ -73,7 +73,10 @@ fn wrap_exits_with_the_child_s_code_whichever_of_its_streams_is_closed() {
     }
     // The plainest case of all.
     let got = with_closed(
-        Command::new(witness()).args(["wrap", "--gpu", "off", "--", "sh", "-c", "exit 7"]),
+        Command::new(witness())
+            .args(["wrap", "--gpu", "off", "--journal"])
+            .arg(dir.join("plain.jsonl"))
+            .args(["--", "sh", "-c", "exit 7"]),
         true,
         true,
         Duration::from_secs(30),
