@@ -48,7 +48,7 @@ impl Cli {
         let Some(clap::error::ContextValue::String(bad)) =
             err.get(clap::error::ContextKind::InvalidArg).cloned()
         else {
-            return Err(err);
+            return Err(no_trailing_tip(err));
         };
         // clap names only the first short-flag piece of "-1s" ("-1"): find the whole word.
         let negative = |a: &std::ffi::OsString| {
@@ -69,9 +69,30 @@ impl Cli {
                 joined.extend_from_slice(&args[i + 1..]);
                 Self::parse_args(joined)
             }
-            _ => Err(err),
+            _ => Err(no_trailing_tip(err)),
         }
     }
+}
+
+/// An unknown flag: clap's tip "to pass '--urll' as a value, use '-- --urll'" would, in witness,
+/// start the server's command with that flag. It is replaced by what `--` means here; clap's own
+/// "a similar argument exists" stays.
+fn no_trailing_tip(mut err: clap::Error) -> clap::Error {
+    use clap::builder::StyledStr;
+    use clap::error::{ContextKind, ContextValue};
+    let Some(ContextValue::StyledStrs(tips)) = err.get(ContextKind::Suggested).cloned() else {
+        return err;
+    };
+    let value_tip = |t: &StyledStr| t.to_string().contains("as a value, use '--");
+    if !tips.iter().any(value_tip) {
+        return err;
+    }
+    let mut kept: Vec<StyledStr> = tips.into_iter().filter(|t| !value_tip(t)).collect();
+    kept.push(StyledStr::from(
+        "everything after `--` is the server's command; witness's own flags go before it (see --help)",
+    ));
+    err.insert(ContextKind::Suggested, ContextValue::StyledStrs(kept));
+    err
 }
 
 /// `--rates` given with a closed-loop flag: which two ways of loading met, and what to keep.

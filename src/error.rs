@@ -4,7 +4,7 @@
 //! |------|---------|
 //! | 0    | load/soak: every level passed |
 //! | 1    | load/soak: a verdict failed or a level was skipped |
-//! | 2    | bad usage or configuration, named: a flag's value, a plan, a journal or output path (a missing folder, a link, a folder), `report` on a missing or foreign file (also: no Docker engine answers, an image not on the engine) |
+//! | 2    | bad usage or configuration, named: a flag's value, a plan, a journal or output path (a missing folder, a link, a folder), `report` on a missing or foreign file (also: no Docker engine answers, an image not on the engine; for load/soak a server command that is not there or not executable) |
 //! | 3    | the harness could not measure honestly (connect floor, target unhealthy, no GPU) |
 //! | 4    | load/soak: the journal could not be written (disk full, I/O error): the run stopped at once and what came after is not on record |
 //! | 101  | never: a panic is a bug (bad input is 2) |
@@ -59,8 +59,13 @@ impl std::fmt::Display for SpawnError {
             ),
             std::io::ErrorKind::NotFound => write!(
                 f,
-                "could not start {:?}: no such file",
+                "could not start {:?}: no such file; give the path of the server's program after `--`",
                 self.command
+            ),
+            std::io::ErrorKind::PermissionDenied => write!(
+                f,
+                "could not start {:?}: {}; the command after `--` must be an executable file (chmod +x it, or name its interpreter: `-- python3 app.py`)",
+                self.command, self.source
             ),
             _ => write!(f, "could not start {:?}: {}", self.command, self.source),
         }

@@ -1043,7 +1043,7 @@ impl Journal {
             };
             line.clear();
             if let Err(e) = codec::encode(&rec, line) {
-                eprintln!("witness: could not encode a journal event: {e}");
+                crate::errln!("witness: could not encode a journal event: {e}");
                 return;
             }
             if let Some(forms) = self.inner.redact.get() {
@@ -1141,7 +1141,7 @@ impl Inner {
             return;
         }
         let why = format!("at t={:.3}s: {e}", self.clock.now_s());
-        eprintln!(
+        crate::errln!(
             "witness: writing the journal {} failed {why}",
             self.path.display()
         );
@@ -1576,7 +1576,7 @@ mod tests {
             let tn = new(&b);
             let per = |d: Duration| d.as_nanos() as f64 / N as f64;
             let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / N as f64;
-            eprintln!(
+            crate::errln!(
                 "round {round}: old {:.0} ns/record {:.1} B/record, new {:.0} ns/record {:.1} B/record, old/new {:.2}",
                 per(to),
                 size(&a),
@@ -1588,7 +1588,7 @@ mod tests {
             news.push(per(tn));
         }
         let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-        eprintln!(
+        crate::errln!(
             "best of 7: old {:.0} ns/record, new {:.0} ns/record, old/new {:.2}",
             min(&olds),
             min(&news),

@@ -10,6 +10,7 @@ pub mod files;
 pub mod journal;
 pub mod load;
 pub mod observe;
+pub mod out;
 pub mod report;
 pub mod sample;
 pub mod secrets;

@@ -17,7 +17,7 @@ fn main() {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("witness: could not start the async runtime: {e}");
+            witness::errln!("witness: could not start the async runtime: {e}");
             std::process::exit(internal);
         }
     };
@@ -31,7 +31,7 @@ fn main() {
             } else {
                 format!("{err:#}")
             };
-            eprintln!("witness: error: {}", witness::secrets::scrub(&text));
+            witness::errln!("witness: error: {}", witness::secrets::scrub(&text));
             witness::error::exit_code(&err, internal)
         }
     };

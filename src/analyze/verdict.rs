@@ -738,7 +738,10 @@ impl<'a> LoadAcc<'a> {
             .filter(|l| l.verdict == "pending" && l.latency.is_some() && l.rate.is_none())
             .min_by_key(|l| l.concurrency)
             .map(|l| {
-                l.latency.as_ref().map(|x| cliff.of_latency(x)).unwrap_or(0.0)
+                l.latency
+                    .as_ref()
+                    .map(|x| cliff.of_latency(x))
+                    .unwrap_or(0.0)
                     / l.concurrency.max(1) as f64
             });
         for l in levels.iter_mut() {
@@ -1714,7 +1717,11 @@ mod tests {
             analyze(&loaded(ev)).load.unwrap()
         };
         let stall = run(&|k| if k == 7 { 1.02 } else { 0.003 });
-        assert_eq!(stall.levels[1].verdict, "pass", "{:?}", stall.levels[1].reasons);
+        assert_eq!(
+            stall.levels[1].verdict, "pass",
+            "{:?}",
+            stall.levels[1].reasons
+        );
         let queue = run(&|k| if k % 10 < 3 { 0.5 } else { 0.003 });
         assert_eq!(queue.levels[1].verdict, "fail");
         assert!(

@@ -22,7 +22,7 @@ pub fn gpu_sampler(
 ) -> anyhow::Result<Option<Box<dyn Sampler>>> {
     let choice = choose(args, pids, journal)?;
     if let (Some(m), Some(_)) = (&choice.message, &choice.sampler) {
-        eprintln!("{m}");
+        crate::errln!("{m}");
     }
     Ok(choice.sampler)
 }
@@ -94,7 +94,7 @@ pub fn run(_args: GpuCmdArgs) -> anyhow::Result<i32> {
     let reading = backend
         .read(None)
         .map_err(|e| refuse(format!("NVML loaded but reading the GPUs failed: {e}")))?;
-    print!("{}", describe(&info, &reading, process_name));
+    crate::out!("{}", describe(&info, &reading, process_name));
     Ok(0)
 }
 

@@ -57,7 +57,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
                 args.show_output,
             )
         })
-        .transpose()?;
+        .transpose()
+        .map_err(super::command_is_usage)?;
     // A server that daemonizes is recognised by the port it then serves (not over stdio).
     let mut target_cfg = target_cfg.map(|mut t| {
         if let TargetConfig::Process(p) = &mut t {
@@ -256,7 +257,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
             )
             .err()
             .unwrap_or_else(|| anyhow::anyhow!("the journal could not be written"));
-            eprintln!(
+            crate::errln!(
                 "witness: the run stopped at once: no more requests were sent{}; what the views show is what reached the journal",
                 if owned { " and the server witness started was stopped" } else { "" }
             );
@@ -360,9 +361,9 @@ async fn measure(
         let row = after_level(journal, args, index as u32, plan.workers_to_come());
         if let Some(row) = &row {
             if !live.rows_shown.swap(true, Ordering::Relaxed) {
-                print_line(&report::terminal::level_header());
+                crate::outln!("{}", report::terminal::level_header());
             }
-            print_line(&report::terminal::level_line(row));
+            crate::outln!("{}", report::terminal::level_line(row));
             live.shown(row);
         }
         // A search ends with a server that died or restarted: that is said, not a limit.
@@ -385,23 +386,6 @@ async fn measure(
             not_run.join("; ")
         ),
     })
-}
-
-/// Set once stdout is closed (`witness load … | head -1`): printing stops, the run goes on.
-static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// One line to stdout, never a panic: a closed reader ends the printing, not the run (the journal
-/// and the report are written all the same).
-pub(crate) fn print_line(line: &str) {
-    use std::io::Write;
-    use std::sync::atomic::Ordering;
-    if STDOUT_GONE.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
-        STDOUT_GONE.store(true, Ordering::Relaxed);
-    }
 }
 
 /// The connect floor, journalled; a floor over the limit (or no connect at all) is a refusal, with
@@ -429,15 +413,15 @@ pub(crate) async fn check_floor(
     }
     let why = match f.median_ms {
         Some(m) if m <= limit_ms => {
-            eprintln!(
+            crate::errln!(
                 "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
                 f.host, f.port
             );
             if let Some(h) = f.handshake_ms {
-                eprintln!("witness: TLS handshake floor {h:.2} ms after the connect (each new connection pays it; a reused one does not)");
+                crate::errln!("witness: TLS handshake floor {h:.2} ms after the connect (each new connection pays it; a reused one does not)");
             }
             if let Some(a) = &f.advice {
-                eprintln!("witness: ! {a}");
+                crate::errln!("witness: ! {a}");
             }
             return Ok(());
         }
@@ -614,7 +598,7 @@ fn listens_elsewhere(
         }
         Some(_) => None,
         None => {
-            eprintln!("witness: {words}");
+            crate::errln!("witness: {words}");
             journal.emit(Event::Note {
                 level: "warn".into(),
                 text: words.clone(),
@@ -661,7 +645,7 @@ async fn choose_health(
         "no {} here ({status}): health is {what}; --health-url to name one",
         h.url.path()
     );
-    eprintln!("witness: {words}");
+    crate::errln!("witness: {words}");
     journal.emit(Event::Note {
         level: "info".into(),
         text: words,
@@ -739,7 +723,7 @@ fn after_level(
     }
     if let Some(p) = &args.output.report {
         if let Err(e) = report::write_file(&report::json::Json, &a, p, "--report") {
-            eprintln!("witness: {e:#}");
+            crate::errln!("witness: {e:#}");
         }
     }
     a.load?.levels.into_iter().find(|l| l.index == index)
@@ -783,10 +767,10 @@ fn final_table(a: &crate::analyze::Analysis, live: &Live) {
     if !changed {
         return;
     }
-    print_line("final verdicts:");
-    print_line(&report::terminal::level_header());
+    crate::outln!("final verdicts:");
+    crate::outln!("{}", report::terminal::level_header());
     for r in &load.levels {
-        print_line(&report::terminal::level_line(r));
+        crate::outln!("{}", report::terminal::level_line(r));
     }
 }
 
@@ -874,19 +858,10 @@ pub const DEFAULT_LEVEL_DURATION: Duration = Duration::from_secs(5);
 fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
     // Over stdio there is no URL; the HTTP request spec is then never used.
     let url = a.url.as_deref().unwrap_or("http://127.0.0.1/");
-    let uri: Uri = url
-        .parse()
-        .map_err(|e| usage(format!("--url {url:?} is not a URL: {e}")))?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-        return Err(usage(format!(
-            "--url {url:?} must be an http:// or https:// URL with a host, e.g. https://127.0.0.1:8443/"
-        )));
-    }
+    let uri = crate::load::url::http_url("--url", url).map_err(usage)?;
     check_port(&uri, "--url")?;
     let health: Uri = match &a.health_url {
-        Some(h) => h
-            .parse()
-            .map_err(|e| usage(format!("--health-url {h:?} is not a URL: {e}")))?,
+        Some(h) => crate::load::url::http_url("--health-url", h).map_err(usage)?,
         None => format!(
             "{}://{}/health",
             uri.scheme_str().unwrap_or("http"),

@@ -26,14 +26,7 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
     crate::load::tls::from_flags(a.tls.cacert.as_deref(), a.tls.insecure)?;
     let url = match &a.url {
         Some(u) => {
-            let uri: Uri = u
-                .parse()
-                .map_err(|e| usage(format!("--url {u:?} is not a URL: {e}")))?;
-            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                return Err(usage(format!(
-                    "--url {u:?} must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000/mcp"
-                )));
-            }
+            let uri = crate::load::url::http_url("--url", u).map_err(usage)?;
             super::load::check_loopback(&uri, false).await?;
             Some(uri)
         }
@@ -119,9 +112,9 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
     let _ = std::fs::remove_file(journal.path());
     let tools = result.map_err(|e| refuse(format!("could not list the tools: {e:#}")))?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&tools)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&tools)?);
     } else {
-        print!("{}", render(&tools));
+        crate::out!("{}", render(&tools));
     }
     Ok(0)
 }

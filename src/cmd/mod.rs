@@ -30,6 +30,8 @@ pub fn process_config(
             "no command to run: give it after `--`, e.g. `witness wrap -- ./server --port 8080`",
         ));
     }
+    // A command that is not there is said now, in one line, before a journal or a timeline exists.
+    crate::server::process::check_startable(&command[0])?;
     Ok(ProcessConfig {
         command,
         restart: args.restart,
@@ -45,6 +47,15 @@ pub fn process_config(
         stdio: None,
         input_closed: None,
     })
+}
+
+/// For load and soak: a server command that cannot be started is configuration to fix (exit 2), in
+/// the same words; wrap keeps a shell's 127 and 126, as `timeout` and `tini` do.
+pub fn command_is_usage(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<crate::error::SpawnError>() {
+        Some(s) => usage(s.to_string()),
+        None => e,
+    }
 }
 
 /// The container target's config from its flags. witness's own restart policy is for child
@@ -180,7 +191,7 @@ pub fn finish_run_with(
     if let Err(lost) = journal.flush() {
         // Render what did reach the file (every view labels it partial), then say what is missing.
         if let Err(e) = render_run(journal, output, &term, first) {
-            eprintln!("witness: {e:#}");
+            crate::errln!("witness: {e:#}");
         }
         return Err(lost);
     }
@@ -199,8 +210,8 @@ pub fn render_run(
     let file = crate::sources::journal::JournalFile::open(journal.path())?;
     let analysis = crate::analyze::analyze(&file);
     first(&analysis);
-    eprint!("{}", String::from_utf8_lossy(&term.render(&analysis)?));
-    eprintln!("witness: journal: {}", journal.path().display());
+    crate::out::write_bytes(crate::out::To::Stderr, &term.render(&analysis)?);
+    crate::errln!("witness: journal: {}", journal.path().display());
     write_views(output, &analysis)?;
     Ok(analysis)
 }
@@ -395,11 +406,11 @@ pub fn write_views(out: &OutputArgs, analysis: &Analysis) -> anyhow::Result<()> 
     }
     if let Some(p) = &out.html {
         views::write_file(&views::html::Html, analysis, p, "--html")?;
-        eprintln!("witness: timeline: {}", p.display());
+        crate::errln!("witness: timeline: {}", p.display());
     }
     if let Some(p) = &out.trace {
         views::write_file(&views::trace::Trace, analysis, p, "--trace")?;
-        eprintln!("witness: trace (open in ui.perfetto.dev): {}", p.display());
+        crate::errln!("witness: trace (open in ui.perfetto.dev): {}", p.display());
     }
     Ok(())
 }

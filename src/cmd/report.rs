@@ -1,7 +1,7 @@
 //! `witness report JOURNAL…`: re-render any past run, finished or cut off, in any view; several
 //! journals and k6 results are first put on one clock (`sources::merge`) and analysed as one run.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::report::{self, View};
@@ -23,7 +23,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             .map_err(|e| crate::error::usage(format!("{e:#}")))?;
         let analysis = crate::analyze::analyze(&merged);
         for text in reading_notes(&analysis) {
-            eprintln!("witness: {text}");
+            crate::errln!("witness: {text}");
         }
         analysis
     } else {
@@ -32,7 +32,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             .map_err(|e| crate::error::usage(format!("{e:#}")))?;
         let analysis = crate::analyze::analyze(&file);
         for text in reading_notes(&analysis) {
-            eprintln!("witness: {}: {text}", journal.display());
+            crate::errln!("witness: {}: {text}", journal.display());
         }
         analysis
     };
@@ -53,10 +53,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             report::write_file(view.as_ref(), &analysis, path, "-o")
                 .map_err(|e| crate::error::usage(format!("{e:#}")))?;
             if let Some(p) = &analysis.partial {
-                eprintln!("witness: {p}");
+                crate::errln!("witness: {p}");
             }
         }
-        None => std::io::stdout().write_all(&view.render(&analysis)?)?,
+        // A reader that stopped reading (`| head`) ends the printing, not the command.
+        None => {
+            crate::out::write_bytes(crate::out::To::Stdout, &view.render(&analysis)?);
+        }
     }
     Ok(0)
 }
@@ -144,10 +147,12 @@ fn write_journal(
                 .with_context(|| format!("writing {} (-o)", path.display()))?;
             w
         }
-        None => merged.write_to(&mut std::io::BufWriter::new(std::io::stdout().lock()))?,
+        None => merged.write_to(&mut std::io::BufWriter::new(crate::out::Sink(
+            crate::out::To::Stdout,
+        )))?,
     };
     for w in warnings {
-        eprintln!("witness: {w}");
+        crate::errln!("witness: {w}");
     }
     Ok(0)
 }

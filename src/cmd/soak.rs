@@ -55,7 +55,8 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
                 args.show_output,
             )
         })
-        .transpose()?;
+        .transpose()
+        .map_err(super::command_is_usage)?;
     // Over stdio each spawn's pipes come to the link (a restart sends new ones).
     let mut target_cfg = target_cfg;
     let pipes = match (&mut target_cfg, stdio) {
@@ -131,7 +132,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
                     args.command.first().map_or("the server", String::as_str)
                 ),
             };
-            eprintln!(
+            crate::errln!(
                 "witness: soak of {} against {}: {} workers, interval {}, seed {} (replay with --seed {})",
                 secs(plan.duration.as_secs_f64()),
                 against,
@@ -188,7 +189,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
         }
         Ok(Ending::Violated { interval, reason }) => {
             let why = format!("invariant violated at interval {interval}: {reason}");
-            eprintln!("witness: soak aborted: {}", crate::secrets::scrub(&why));
+            crate::errln!("witness: soak aborted: {}", crate::secrets::scrub(&why));
             finish(&journal, &args, &why, true)?;
             Ok(1)
         }

@@ -159,7 +159,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         });
     }
     if let Some(m) = gpu_notice {
-        eprintln!("{m}");
+        crate::errln!("{m}");
     }
     let status = match ended {
         Ok(s) => s,
@@ -183,7 +183,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         if !e.is::<crate::journal::JournalLost>() {
             return Err(e);
         }
-        eprintln!("witness: warning: {e:#}; the server's output was passed through and its exit status {status} is kept");
+        crate::errln!("witness: warning: {e:#}; the server's output was passed through and its exit status {status} is kept");
     }
     Ok(status)
 }

@@ -931,6 +931,7 @@ mod tests {
             host: "127.0.0.1".into(),
             why: "the TLS certificate of 127.0.0.1 is not trusted: unknown issuer".into(),
             certificate: true,
+            plain_http: false,
         });
         let (o, _, text) = client_failure(&*shake, true, test_limits());
         assert_eq!(

@@ -75,7 +75,19 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
                         shakes.push(t.elapsed().as_secs_f64() * 1000.0);
                         closer.close(s.into_inner().0).await;
                     }
-                    Ok(Err(e)) => {
+                    Ok(Err(mut e)) => {
+                        if e.plain_http {
+                            // The URL to give instead, whole.
+                            let plain = format!(
+                                "http://{}{}",
+                                super::tls::authority(&host, port),
+                                uri.path_and_query().map_or("/", |p| p.as_str())
+                            );
+                            e.why = format!(
+                                "no TLS at {}: it speaks plain HTTP: use {plain}",
+                                super::tls::authority(&host, port)
+                            );
+                        }
                         tls = Some(e);
                         break;
                     }
@@ -87,6 +99,7 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
                                 limit.as_millis()
                             ),
                             certificate: false,
+                            plain_http: false,
                         });
                         break;
                     }

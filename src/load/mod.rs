@@ -16,3 +16,4 @@ pub mod progress;
 pub mod search;
 pub mod settings;
 pub mod tls;
+pub mod url;

@@ -39,6 +39,10 @@ fn configs(verifier: Verify) -> (Arc<ClientConfig>, Arc<ClientConfig>) {
             Verify::Roots(roots) => builder
                 .with_root_certificates(roots.clone())
                 .with_no_client_auth(),
+            Verify::Named(named) => builder
+                .dangerous()
+                .with_custom_certificate_verifier(named.clone())
+                .with_no_client_auth(),
             Verify::Nothing => builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(NoVerify(provider())))
@@ -52,6 +56,9 @@ fn configs(verifier: Verify) -> (Arc<ClientConfig>, Arc<ClientConfig>) {
 
 enum Verify {
     Roots(Arc<RootCertStore>),
+    /// `--cacert`: the system's store and the file's certificates as trust anchors, and each of
+    /// the file's certificates also trusted as itself.
+    Named(Arc<Named>),
     Nothing,
 }
 
@@ -94,20 +101,32 @@ pub fn install(cacert: Option<&Path>, insecure: bool) -> Result<Arc<Tls>, String
         Verify::Nothing
     } else {
         let mut roots = system_roots();
-        if let Some(p) = cacert {
-            let certs = read_cacert(p)?;
-            let n = certs.len();
-            for c in certs {
-                roots.add(c).map_err(|e| {
-                    format!(
-                        "--cacert {}: a certificate in it cannot be a trust anchor: {e}",
-                        p.display()
-                    )
-                })?;
+        match cacert {
+            Some(p) => {
+                let certs = read_cacert(p)?;
+                added = Some(certs.len());
+                for c in &certs {
+                    roots.add(c.clone()).map_err(|e| {
+                        format!(
+                            "--cacert {}: a certificate in it cannot be a trust anchor: {e}",
+                            p.display()
+                        )
+                    })?;
+                }
+                let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider(),
+                )
+                .build()
+                .map_err(|e| format!("--cacert {}: {e}", p.display()))?;
+                Verify::Named(Arc::new(Named {
+                    webpki,
+                    named: certs,
+                    file: p.display().to_string(),
+                }))
             }
-            added = Some(n);
+            None => Verify::Roots(Arc::new(roots)),
         }
-        Verify::Roots(Arc::new(roots))
     };
     let (h1, h2) = configs(verify);
     let tls = Arc::new(Tls {
@@ -143,7 +162,7 @@ pub fn current() -> Arc<Tls> {
 pub fn from_flags(cacert: Option<&Path>, insecure: bool) -> anyhow::Result<Arc<Tls>> {
     let tls = install(cacert, insecure).map_err(crate::error::usage)?;
     if insecure {
-        eprintln!("witness: ! {INSECURE_NOTE}");
+        crate::errln!("witness: ! {INSECURE_NOTE}");
     }
     Ok(tls)
 }
@@ -210,15 +229,59 @@ pub async fn handshake(
         host: host.to_string(),
         why: format!("{host:?} is not a name TLS can check a certificate against: {e}"),
         certificate: false,
+        plain_http: false,
     })?;
+    let peer = tcp.peer_addr().ok();
     let connector = tokio_rustls::TlsConnector::from(current().config(h2));
-    connector.connect(name, tcp).await.map_err(|e| {
-        let f = TlsFailure::from_io(host, &e);
-        if f.certificate {
-            *UNTRUSTED.lock().unwrap_or_else(|e| e.into_inner()) = Some(f.clone());
+    match connector.connect(name, tcp).await {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let mut f = TlsFailure::from_io(host, &e);
+            if f.certificate {
+                *UNTRUSTED.lock().unwrap_or_else(|e| e.into_inner()) = Some(f.clone());
+            }
+            // Not a TLS record at all: most often an https:// URL for a plain-HTTP server, which
+            // answers the ClientHello with `HTTP/1.1 400`. Asked once more in plain HTTP to be sure.
+            let corrupt = matches!(rustls_error(&e), Some(rustls::Error::InvalidMessage(_)));
+            if let Some(addr) = peer.filter(|_| corrupt) {
+                if speaks_plain_http(addr).await {
+                    f.plain_http = true;
+                    f.why = format!(
+                        "no TLS at {}: it speaks plain HTTP: use http:// for it, not https://",
+                        authority(host, addr.port())
+                    );
+                }
+            }
+            Err(f)
         }
-        f
-    })
+    }
+}
+
+/// `host:port` as a URL writes it (an IPv6 address in brackets).
+pub fn authority(host: &str, port: u16) -> String {
+    let bare = host.trim_matches(['[', ']']);
+    if bare.contains(':') {
+        format!("[{bare}]:{port}")
+    } else {
+        format!("{bare}:{port}")
+    }
+}
+
+/// Whether `addr` answers a plain HTTP request with an HTTP status line (within a second).
+async fn speaks_plain_http(addr: std::net::SocketAddr) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(b"HEAD / HTTP/1.0\r\n\r\n").await.ok()?;
+        let mut head = [0u8; 5];
+        s.read_exact(&mut head).await.ok()?;
+        Some(&head == b"HTTP/")
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(1), ask)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
 }
 
 /// Whether the connection negotiated HTTP/2 by ALPN.
@@ -333,6 +396,8 @@ pub struct TlsFailure {
     pub host: String,
     pub why: String,
     pub certificate: bool,
+    /// The server answered in plain HTTP: the URL should say http://.
+    pub plain_http: bool,
 }
 
 impl std::fmt::Display for TlsFailure {
@@ -355,12 +420,14 @@ impl TlsFailure {
                     host: host.into(),
                     why,
                     certificate,
+                    plain_http: false,
                 }
             }
             None => Self {
                 host: host.into(),
                 why: format!("the TLS handshake with {host} failed: {e}"),
                 certificate: false,
+                plain_http: false,
             },
         }
     }
@@ -480,8 +547,9 @@ pub fn words(e: &rustls::Error, host: &str) -> (String, bool) {
                 ))
             }
             CertificateError::NotValidForName => cert(format!("wrong name: it is not for {host} (the name asked)")),
+            CertificateError::Other(o) if o.0.downcast_ref::<NotNamed>().is_some() => cert(o.0.to_string()),
             CertificateError::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity") => cert(
-                "it is a CA certificate (basicConstraints CA:TRUE) served as the server's own: make the server's certificate with CA:FALSE, or sign a leaf certificate with that CA".into(),
+                "it is a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` makes a self-signed one) served as the server's own, and no authority witness trusts signed it".into(),
             ),
             CertificateError::BadSignature
             | CertificateError::UnsupportedSignatureAlgorithmContext { .. }
@@ -497,6 +565,193 @@ pub fn words(e: &rustls::Error, host: &str) -> (String, bool) {
         ),
         other => (format!("TLS with {host} failed: {other}"), false),
     }
+}
+
+/// `--cacert FILE`'s trust: a server that presents, byte for byte, a certificate the file holds is
+/// trusted as that certificate — what curl, Go, Python's ssl and k6 do with a self-signed one, which
+/// OpenSSL 3 makes with `CA:TRUE` and webpki would otherwise refuse as "a CA certificate used as
+/// the server's own" — with its validity period and its names still checked. Any other
+/// certificate goes through webpki's chain building to the system's store and the file's
+/// certificates, as without this.
+#[derive(Debug)]
+struct Named {
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    named: Vec<CertificateDer<'static>>,
+    /// The `--cacert` file, as given: named when the server's certificate is neither in it nor
+    /// signed by one trusted.
+    file: String,
+}
+
+/// The server's certificate is not one `--cacert` names, and no trusted certificate signed it.
+#[derive(Debug)]
+struct NotNamed(String);
+
+impl std::fmt::Display for NotNamed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "it is not the certificate in --cacert {}, and no certificate there or in the system's trust store signed it",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NotNamed {}
+
+impl ServerCertVerifier for Named {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if !self.named.iter().any(|c| c.as_ref() == end_entity.as_ref()) {
+            return self
+                .webpki
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+                .map_err(|e| match e {
+                    // No chain to a trusted certificate: said with the file the user gave.
+                    rustls::Error::InvalidCertificate(
+                        CertificateError::UnknownIssuer | CertificateError::BadSignature,
+                    ) => not_named(&self.file),
+                    rustls::Error::InvalidCertificate(CertificateError::Other(o))
+                        if format!("{o:?}").contains("CaUsedAsEndEntity") =>
+                    {
+                        not_named(&self.file)
+                    }
+                    e => e,
+                });
+        }
+        check_validity(end_entity, now)?;
+        let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+fn not_named(file: &str) -> rustls::Error {
+    CertificateError::Other(rustls::OtherError(Arc::new(NotNamed(file.to_string())))).into()
+}
+
+/// The certificate's validity period (notBefore, notAfter) against `now`, with the errors webpki
+/// gives for it. webpki checks it only while building a chain, and a certificate trusted as itself
+/// has none, so its two dates are read here: certificate → tbsCertificate → [version], serial,
+/// signature, issuer, validity (RFC 5280 4.1).
+fn check_validity(cert: &CertificateDer<'_>, now: UnixTime) -> Result<(), rustls::Error> {
+    let bad = || rustls::Error::InvalidCertificate(CertificateError::BadEncoding);
+    let (not_before, not_after) = validity(cert.as_ref()).ok_or_else(bad)?;
+    let (time, not_before, not_after) = (
+        now,
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs(not_before)),
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs(not_after)),
+    );
+    if time.as_secs() < not_before.as_secs() {
+        return Err(CertificateError::NotValidYetContext { time, not_before }.into());
+    }
+    if time.as_secs() > not_after.as_secs() {
+        return Err(CertificateError::ExpiredContext { time, not_after }.into());
+    }
+    Ok(())
+}
+
+/// A certificate's notBefore and notAfter, in seconds since the epoch (DER: see [`check_validity`]).
+fn validity(der: &[u8]) -> Option<(u64, u64)> {
+    /// One DER element: its tag, its contents, and what follows it.
+    fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, rest) = input.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        let (len, rest) = if first < 0x80 {
+            (first as usize, rest)
+        } else {
+            let n = (first & 0x7f) as usize;
+            if n == 0 || n > 4 || rest.len() < n {
+                return None;
+            }
+            let len = rest[..n].iter().fold(0usize, |a, &b| (a << 8) | b as usize);
+            (len, &rest[n..])
+        };
+        (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    }
+    const SEQUENCE: u8 = 0x30;
+    let (tag, cert, _) = tlv(der)?;
+    let (tbs_tag, tbs, _) = tlv(cert)?;
+    if tag != SEQUENCE || tbs_tag != SEQUENCE {
+        return None;
+    }
+    let mut rest = tbs;
+    // [0] version (absent for v1), serialNumber, signature, issuer: skipped.
+    if rest.first() == Some(&0xa0) {
+        rest = tlv(rest)?.2;
+    }
+    for _ in 0..3 {
+        rest = tlv(rest)?.2;
+    }
+    let (tag, validity, _) = tlv(rest)?;
+    if tag != SEQUENCE {
+        return None;
+    }
+    let (t1, before, rest) = tlv(validity)?;
+    let (t2, after, _) = tlv(rest)?;
+    Some((asn1_time(t1, before)?, asn1_time(t2, after)?))
+}
+
+/// UTCTime (`YYMMDDHHMMSSZ`, 1950–2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`) in seconds since
+/// the epoch (a time before it is 0); None for anything else (RFC 5280 allows no other form).
+fn asn1_time(tag: u8, text: &[u8]) -> Option<u64> {
+    let digits = |b: &[u8]| -> Option<i64> {
+        b.iter().try_fold(0i64, |a, &c| {
+            c.is_ascii_digit().then(|| a * 10 + i64::from(c - b'0'))
+        })
+    };
+    let (year, rest) = match (tag, text.len()) {
+        (0x17, 13) => {
+            let yy = digits(&text[..2])?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &text[2..])
+        }
+        (0x18, 15) => (digits(&text[..4])?, &text[4..]),
+        _ => return None,
+    };
+    if rest[10] != b'Z' {
+        return None;
+    }
+    let [month, day, hour, minute, second] = [0, 2, 4, 6, 8].map(|i| digits(&rest[i..i + 2]));
+    let (month, day) = (month?, day?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    // Days since 1970-01-01 of a Gregorian date (Howard Hinnant's days_from_civil, years ≥ 0).
+    let y = if month <= 2 { year - 1 } else { year };
+    let m = if month <= 2 { month + 9 } else { month - 3 };
+    let (era, yoe) = (y / 400, y % 400);
+    let doy = (153 * m + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour? * 3_600 + minute? * 60 + second?;
+    Some(secs.max(0) as u64)
 }
 
 /// `--insecure`: accepts every certificate, while still checking that the server holds the key of
@@ -574,8 +829,52 @@ mod tests {
             host: "h".into(),
             why: w,
             certificate: true,
+            plain_http: false,
         };
         assert!(f.refusal().contains("--cacert") && f.refusal().contains("--insecure"));
+    }
+
+    /// Self-signed, `CA:TRUE`, for 127.0.0.1, valid from 2020-01-01 to 2020-01-02 (`openssl ca
+    /// -selfsign -startdate 20200101000000Z -enddate 20200102000000Z`).
+    const EXPIRED: &str = "-----BEGIN CERTIFICATE-----
+MIIBWjCCAQCgAwIBAgIBATAKBggqhkjOPQQDAjAUMRIwEAYDVQQDDAlsb2NhbGhv
+c3QwHhcNMjAwMTAxMDAwMDAwWhcNMjAwMTAyMDAwMDAwWjAUMRIwEAYDVQQDDAls
+b2NhbGhvc3QwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAAQGa+kb8xi49vOWTelT
+g03HT07EDrKAvp69OWJ/+ckN16kr5BOpZv+Y9f8rDlGsa+qHO5PKvJPxMFApeh7N
+vA8Ro0MwQTAPBgNVHRMBAf8EBTADAQH/MA8GA1UdEQQIMAaHBH8AAAEwHQYDVR0O
+BBYEFJyNMRXMcT7AiLqKMJUCznS/8FuTMAoGCCqGSM49BAMCA0gAMEUCIAF9rPyY
+klM2QWtbqruA7yYBZ6p73vttf3pv/gKLpuXVAiEA+Ob0WQAmihIgQQx3o149BtXX
+9el5YHKkZvjrT17xQwI=
+-----END CERTIFICATE-----
+";
+
+    #[test]
+    fn a_certificate_trusted_as_itself_still_has_its_validity_period_checked() {
+        use rustls::pki_types::pem::PemObject;
+        let cert = CertificateDer::from_pem_slice(EXPIRED.as_bytes()).unwrap();
+        assert_eq!(
+            validity(cert.as_ref()),
+            Some((1_577_836_800, 1_577_923_200))
+        );
+        let at = |s| UnixTime::since_unix_epoch(std::time::Duration::from_secs(s));
+        assert!(check_validity(&cert, at(1_577_900_000)).is_ok());
+        let e = check_validity(&cert, at(1_800_000_000)).unwrap_err();
+        let (w, _) = words(&e, "127.0.0.1");
+        assert!(
+            w.contains("it has expired: it was valid until 2020-01-02T00:00:00Z"),
+            "{w}"
+        );
+        let e = check_validity(&cert, at(1_500_000_000)).unwrap_err();
+        assert!(words(&e, "127.0.0.1").0.contains("not valid yet"), "{e}");
+        // Cut short or not a certificate: refused as a bad encoding, never trusted.
+        assert!(validity(&cert.as_ref()[..40]).is_none());
+        assert!(check_validity(&CertificateDer::from(vec![0x30, 0x00]), at(0)).is_err());
+        // Both time forms, and the century of a UTCTime.
+        assert_eq!(asn1_time(0x18, b"20500101000000Z"), Some(2_524_608_000));
+        assert_eq!(asn1_time(0x17, b"491231235959Z"), Some(2_524_607_999));
+        assert_eq!(asn1_time(0x17, b"500101000000Z"), Some(0));
+        assert_eq!(asn1_time(0x17, b"200101000000+0100"), None);
+        assert_eq!(asn1_time(0x18, b"2020013100000Z"), None);
     }
 
     #[test]

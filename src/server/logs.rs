@@ -458,8 +458,14 @@ impl LineSink {
         journal: Journal,
     ) -> Self {
         let out: Option<Box<dyn Write + Send>> = match pass {
-            PassThrough::Own(Stream::Stdout) => Some(Box::new(std::io::stdout())),
-            PassThrough::Own(Stream::Stderr) => Some(Box::new(std::io::stderr())),
+            // witness's own streams, shared with its own lines: once a reader is gone, neither
+            // the server's output nor witness's is written there again (crate::out).
+            PassThrough::Own(Stream::Stdout) => {
+                Some(Box::new(crate::out::Sink(crate::out::To::Stdout)))
+            }
+            PassThrough::Own(Stream::Stderr) => {
+                Some(Box::new(crate::out::Sink(crate::out::To::Stderr)))
+            }
             PassThrough::Discard => None,
         };
         Self {

@@ -186,6 +186,54 @@ struct Running {
     tty: bool,
 }
 
+/// Whether `program` (the command's first word) could be executed, checked before anything starts
+/// the way `execvp` looks for it: a path with a `/` as it is, a bare name in each folder of PATH.
+/// A file that is not there is [`SpawnError`] NotFound (127 in wrap); one that is there but not an
+/// executable file is PermissionDenied (126). Where the answer is unsure (no PATH, an empty entry
+/// meaning the current folder), it says yes and the spawn decides.
+pub fn check_startable(program: &str) -> Result<(), SpawnError> {
+    use std::path::Path;
+    let fail = |source: std::io::Error| SpawnError {
+        command: program.to_string(),
+        source,
+    };
+    let denied = || fail(std::io::Error::from_raw_os_error(libc::EACCES));
+    let runnable = |p: &Path| {
+        let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
+            return false;
+        };
+        // SAFETY: access only reads the NUL-terminated path it is given.
+        p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0
+    };
+    if program.contains('/') {
+        let p = Path::new(program);
+        return match std::fs::metadata(p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(fail(e)),
+            Ok(_) if !runnable(p) => Err(denied()),
+            _ => Ok(()),
+        };
+    }
+    let Some(path) = std::env::var_os("PATH") else {
+        return Ok(());
+    };
+    let dirs: Vec<_> = std::env::split_paths(&path).collect();
+    if dirs.iter().any(|d| d.as_os_str().is_empty()) {
+        return Ok(());
+    }
+    let found: Vec<_> = dirs
+        .iter()
+        .map(|d| d.join(program))
+        .filter(|p| p.exists())
+        .collect();
+    if found.iter().any(|p| runnable(p)) {
+        Ok(())
+    } else if found.is_empty() {
+        Err(fail(std::io::ErrorKind::NotFound.into()))
+    } else {
+        Err(denied())
+    }
+}
+
 fn spawn_child(
     cfg: &ProcessConfig,
     journal: &Journal,

@@ -531,7 +531,7 @@ impl Progress {
                 b.set_position((elapsed_s * 1000.0) as u64);
                 b.set_message(line.to_string());
             }
-            None => eprintln!("witness: soak {line}"),
+            None => crate::errln!("witness: soak {line}"),
         }
     }
 
@@ -539,7 +539,7 @@ impl Progress {
     pub fn say(&self, line: &str) {
         match &self.bar {
             Some(b) => b.println(format!("witness: {line}")),
-            None => eprintln!("witness: {line}"),
+            None => crate::errln!("witness: {line}"),
         }
     }
 

@@ -181,19 +181,19 @@ pub fn resolve(
             }
         };
         let base_span = p.target.base_url.as_ref().map(|b| b.span()).unwrap_or(0..0);
-        let base: Uri = base_text
-            .trim_end_matches('/')
-            .parse()
-            .ok()
-            .filter(|u: &Uri| {
-                matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
-            })
-            .ok_or_else(|| {
-                at(
-                    base_span.clone(),
-                    format!("base URL {base_text:?} is not an http:// or https:// URL with a host"),
-                    "write it like http://127.0.0.1:8000 or https://127.0.0.1:8443",
-                )
+        // Named by where it was written: the flag, or the plan's key.
+        let what = if o.base_url.is_some() {
+            "--base-url"
+        } else {
+            "target.base_url"
+        };
+        let base =
+            crate::load::url::http_url(what, base_text.trim_end_matches('/')).map_err(|why| {
+                let fix = "write it like http://127.0.0.1:8000 or https://127.0.0.1:8443";
+                match o.base_url {
+                    Some(_) => top(why, fix),
+                    None => at(base_span.clone(), why, fix),
+                }
             })?;
         Some(base)
     };
