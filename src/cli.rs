@@ -120,7 +120,7 @@ pub enum Command {
     /// kill/restart timeline. Exits with the server's status.
     Wrap(Box<WrapArgs>),
     /// Drive an honest concurrency ladder: one outcome and one duration per request, health and the
-    /// server's identity before and after every level, and a pass rule that a cliff fails (max ok at n ≤ n × the per-request max at the lowest level × --factor).
+    /// server's identity before and after every level, and a pass rule that a cliff fails (max ok at n ≤ n × the per-request max at the lowest level × --factor; the p99 in place of the max when every level has 100 ok requests).
     Load(Box<LoadArgs>),
     /// Run a long mixed workload from a plan (drivers in burst/steady/idle phases, readers,
     /// background work), check invariants at every interval, and stop at the first violation with
@@ -452,7 +452,8 @@ pub struct LoadArgs {
     /// Wait after a level before probing health and identity again.
     #[arg(long, value_parser = parse_duration, default_value = "2s")]
     pub settle: Duration,
-    /// The cliff rule: max ok duration at n ≤ n × (per-request max at the lowest level) × factor.
+    /// The cliff rule: max ok duration at n ≤ n × (per-request max at the lowest level) × factor (the
+    /// p99 in place of the max when every level has 100 ok requests or more).
     #[arg(long, default_value_t = 1.5)]
     pub factor: f64,
     /// Added to the cliff rule's allowance: below this, a difference is scheduling noise.

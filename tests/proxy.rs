@@ -791,7 +791,7 @@ fn witness_load_drives_traffic_through_a_wrap_proxy() {
     stop_wrap(wrap);
     let through: Vec<_> = exchanges(&journal)
         .into_iter()
-        .filter(|r| r["group"] == "http POST /call")
+        .filter(|r| r["group"] == "http GET /call")
         .collect();
     assert_eq!(through.len(), exchanges(&lj).len());
     assert!(through.iter().all(|r| r["outcome"]["kind"] == "ok"));

@@ -69,9 +69,9 @@ pub fn value(a: &Analysis) -> serde_json::Value {
                         "verdict": r.verdict,
                         "counts": r.counts,
                         "max_s": r.max_s,
-                        "latency": r.latency.as_ref().map(|x| serde_json::json!({
-                            "p50": x.p50, "p95": x.p95, "p99": x.p99, "max": x.max, "min": x.min, "mean": x.mean, "count": x.count,
-                        })),
+                        // The figures as analysis made them, too_few_for included when a
+                        // percentile rests on too few requests.
+                        "latency": r.latency,
                         "time_to_give_up": r.time_to_give_up,
                         "errors_by_kind": r.errors_by_kind,
                         "health_before": r.health_before.shown(),
