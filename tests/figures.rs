@@ -293,7 +293,11 @@ fn a_level_of_one_request_has_that_request_as_every_figure() {
         serde_json::json!(["p50", "p95", "p99"]),
         "{lat}"
     );
-    assert_eq!((live[0].p50.as_str(), live[0].p99.as_str()), ("(n=1)", "(n=1)"), "{stdout}");
+    assert_eq!(
+        (live[0].p50.as_str(), live[0].p99.as_str()),
+        ("(n=1)", "(n=1)"),
+        "{stdout}"
+    );
 }
 
 fn peer(name: &str) -> PathBuf {

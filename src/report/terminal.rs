@@ -211,11 +211,11 @@ fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
             .collect();
         o.push_str(&t.paint("warn", &format!("levels not run: {}\n", names.join(", "))));
     }
-    if l
-        .levels
-        .iter()
-        .any(|r| r.latency.as_ref().is_some_and(|x| !x.too_few_for.is_empty()))
-    {
+    if l.levels.iter().any(|r| {
+        r.latency
+            .as_ref()
+            .is_some_and(|x| !x.too_few_for.is_empty())
+    }) {
         o.push_str(
             "(n=K) in a percentile's column: K ok requests are too few to have one (p50 needs 2, p99 needs 100); --duration or --rounds gives a level more\n",
         );
