@@ -1,5 +1,5 @@
 //! The soak's health question, asked while waiting for ready, at every interval's invariant and
-//! when a fault's server is seen back: a GET of the plan's health URL (200 wanted), or MCP `ping`
+//! when a fault's server is seen back: a GET of the plan's health URL (2xx wanted), or MCP `ping`
 //! (an answer is healthy) over the server's stdio or its own streamable HTTP session, never one of
 //! the workers'. A plan mixing HTTP and MCP kinds that names no health URL asks `/health`, and
 //! gives it up for `ping` when it answers 404 while the server starts (it has no such endpoint);

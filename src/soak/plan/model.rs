@@ -132,7 +132,7 @@ pub enum PingAt {
 /// whether a fault's server is back.
 #[derive(Clone, Debug)]
 pub enum HealthCheck {
-    /// GET, 200 wanted: the plan's `health`, or `/health` for a plan without MCP kinds.
+    /// GET, 2xx wanted: the plan's `health`, or `/health` for a plan without MCP kinds.
     Url(Uri),
     /// MCP `ping`: an answer is healthy.
     Ping(PingAt),
