@@ -285,6 +285,8 @@ async fn measure(
 ) -> Result<String, Stop> {
     // Plain HTTP with no --health-url: witness finds out what answers for the server's health.
     let decide = args.health_url.is_none() && cfg.mcp.is_none();
+    // What the probe answered when the server became ready (none when attached).
+    let mut ready_answer = None;
     if target.owned() {
         // Over stdio there is no port: the pipes are the server's only door.
         let stdio = matches!(&cfg.mcp, Some((McpTarget::Stdio(_), _)));
@@ -294,10 +296,10 @@ async fn measure(
             port,
             any_answer: decide,
         };
-        wait_ready(target, prober, journal, ready).await?;
+        ready_answer = wait_ready(target, prober, journal, ready).await?;
     }
     let chosen = match decide {
-        true => choose_health(args, cfg, prober, journal).await,
+        true => choose_health(args, cfg, prober, ready_answer, journal).await,
         false => None,
     };
     let prober = chosen.as_ref().unwrap_or(prober);
@@ -477,22 +479,23 @@ const ELSEWHERE_GRACE: Duration = Duration::from_secs(3);
 /// own (the server or a descendant): otherwise another process holds the port and would be measured
 /// instead. A server that exits first is a refusal naming its exit and last output lines; one that
 /// listens only on other ports than the URL's is said at once, and refused after a short grace.
+/// Returns the probe's answer that made it ready (None when there is no process to wait for).
 pub(crate) async fn wait_ready(
     target: &Target,
     prober: &impl crate::load::health::Probes,
     journal: &Journal,
     ready: Ready,
-) -> Result<(), Stop> {
+) -> Result<Option<crate::journal::Probe>, Stop> {
     let Ready {
         limit,
         port,
         any_answer,
     } = ready;
     let Some(mut state) = target.state() else {
-        return Ok(());
+        return Ok(None);
     };
     let start = Instant::now();
-    let mut elsewhere: Option<(Instant, String)> = None;
+    let mut elsewhere: Option<Instant> = None;
     loop {
         if let (Some(port), Target::Process(_)) = (port, target) {
             if let Some(why) = listens_elsewhere(port, journal, &mut elsewhere) {
@@ -528,7 +531,7 @@ pub(crate) async fn wait_ready(
                     .then(|| format!("answered {} (the server answers)", p.text())),
                 output: Vec::new(),
             });
-            return Ok(());
+            return Ok(Some(p));
         }
         let finished = match &*state.borrow_and_update() {
             State::Finished { status } => Some(*status),
@@ -574,11 +577,7 @@ pub(crate) async fn wait_ready(
 /// A server witness started that listens, but only on other ports than the URL's: said once as
 /// soon as it is seen ("the server listens on 127.0.0.1:8081, not on the URL's port 8080"), and the
 /// refusal's reason once that has lasted [`ELSEWHERE_GRACE`].
-fn listens_elsewhere(
-    port: u16,
-    journal: &Journal,
-    seen: &mut Option<(Instant, String)>,
-) -> Option<String> {
+fn listens_elsewhere(port: u16, journal: &Journal, seen: &mut Option<Instant>) -> Option<String> {
     let ours = crate::server::our_listeners();
     if ours.is_empty() || ours.iter().any(|a| a.port() == port) {
         *seen = None;
@@ -590,7 +589,7 @@ fn listens_elsewhere(
         list.join(" and ")
     );
     match seen {
-        Some((since, _)) if since.elapsed() >= ELSEWHERE_GRACE => {
+        Some(since) if since.elapsed() >= ELSEWHERE_GRACE => {
             let other = ours[0].port();
             Some(format!(
                 "{words}: give --url with port {other}, or start the server on port {port}"
@@ -601,9 +600,9 @@ fn listens_elsewhere(
             crate::errln!("witness: {words}");
             journal.emit(Event::Note {
                 level: "warn".into(),
-                text: words.clone(),
+                text: words,
             });
-            *seen = Some((Instant::now(), words));
+            *seen = Some(Instant::now());
             None
         }
     }
@@ -611,17 +610,22 @@ fn listens_elsewhere(
 
 /// Plain HTTP with no `--health-url`: `/health` when the server has one (it answers 2xx, or 5xx:
 /// a health endpoint saying no), else a GET of the URL when the load's method is GET, else a TCP
-/// connect to the URL's port. Said once, in words. None: `/health` it stays.
+/// connect to the URL's port. Said once, in words. None: `/health` it stays. `seen`: what `/health`
+/// answered when the server became ready, so it is not asked twice.
 async fn choose_health(
     args: &LoadArgs,
     cfg: &LadderConfig,
     health: &Health,
+    seen: Option<crate::journal::Probe>,
     journal: &Journal,
 ) -> Option<Health> {
     let Health::Http(h) = health else {
         return None;
     };
-    let p = h.probe().await;
+    let p = match seen {
+        Some(p) => p,
+        None => h.probe().await,
+    };
     let status = p.status?;
     if p.healthy() || status >= 500 {
         return None;

@@ -172,22 +172,14 @@ impl Seen {
 /// Looks for the process listening on a TCP port (IPv4 or IPv6) through /proc: the socket's inode
 /// in /proc/net/tcp{,6}, then the process holding that inode among its fds. No lsof needed.
 pub fn look(port: u16) -> Seen {
-    use procfs::net::TcpState;
-    let mut inodes = Vec::new();
-    let mut errors = Vec::new();
-    for table in [procfs::net::tcp(), procfs::net::tcp6()] {
-        match table {
-            Ok(t) => inodes.extend(
-                t.into_iter()
-                    .filter(|e| e.state == TcpState::Listen && e.local_address.port() == port)
-                    .map(|e| e.inode),
-            ),
-            Err(e) => errors.push(e.to_string()),
-        }
-    }
-    if errors.len() == 2 {
-        return Seen::Unseen(format!("could not read /proc/net/tcp: {}", errors[0]));
-    }
+    let inodes: Vec<u64> = match listening() {
+        Ok(l) => l
+            .into_iter()
+            .filter(|(_, a)| a.port() == port)
+            .map(|(inode, _)| inode)
+            .collect(),
+        Err(e) => return Seen::Unseen(e),
+    };
     if inodes.is_empty() {
         return Seen::Nobody;
     }
@@ -258,15 +250,7 @@ pub fn look(port: u16) -> Seen {
 /// it adopted as their subreaper) listen on, in port order: read from /proc/net/tcp{,6} and each
 /// descendant's fds. Empty when nothing of witness's listens (or /proc cannot be read).
 pub fn our_listeners() -> Vec<std::net::SocketAddr> {
-    use procfs::net::TcpState;
-    let mut by_inode: std::collections::BTreeMap<u64, std::net::SocketAddr> = Default::default();
-    for table in [procfs::net::tcp(), procfs::net::tcp6()] {
-        for e in table.into_iter().flatten() {
-            if e.state == TcpState::Listen {
-                by_inode.insert(e.inode, e.local_address);
-            }
-        }
-    }
+    let by_inode = listening().unwrap_or_default();
     if by_inode.is_empty() {
         return Vec::new();
     }
@@ -287,6 +271,28 @@ pub fn our_listeners() -> Vec<std::net::SocketAddr> {
     }
     found.sort_by_key(|a| (a.port(), a.is_ipv6()));
     found
+}
+
+/// Every listening TCP socket (IPv4 and IPv6) by its inode, from /proc/net/tcp{,6}; an error only
+/// when neither table could be read (not "nothing listens").
+fn listening() -> Result<std::collections::BTreeMap<u64, std::net::SocketAddr>, String> {
+    use procfs::net::TcpState;
+    let mut by_inode = std::collections::BTreeMap::new();
+    let mut errors = Vec::new();
+    for table in [procfs::net::tcp(), procfs::net::tcp6()] {
+        match table {
+            Ok(t) => by_inode.extend(
+                t.into_iter()
+                    .filter(|e| e.state == TcpState::Listen)
+                    .map(|e| (e.inode, e.local_address)),
+            ),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if errors.len() == 2 {
+        return Err(format!("could not read /proc/net/tcp: {}", errors[0]));
+    }
+    Ok(by_inode)
 }
 
 /// Whether `pid` is witness's own descendant: the server it started, its workers, and the daemons
