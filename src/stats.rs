@@ -29,6 +29,12 @@ pub struct Latency {
 /// needs 1 / (1 − Q) of them.
 pub const NEEDS: [(&str, u64); 3] = [("p50", 2), ("p95", 20), ("p99", 100)];
 
+/// Whether `count` durations are enough for the percentile `name` ("p50", "p95", "p99") to be
+/// called that (see [`NEEDS`]).
+pub fn enough(name: &str, count: u64) -> bool {
+    NEEDS.iter().all(|(n, needs)| *n != name || count >= *needs)
+}
+
 impl Latency {
     /// Whether `name` ("p50", "p95", "p99") rests on enough durations to be called that.
     pub fn enough_for(&self, name: &str) -> bool {
@@ -159,8 +165,8 @@ impl Summary {
             min: self.min,
             too_few_for: NEEDS
                 .iter()
-                .filter(|(_, n)| self.hist.len() < *n)
                 .map(|(name, _)| *name)
+                .filter(|name| !enough(name, self.hist.len()))
                 .collect(),
         })
     }

@@ -978,6 +978,15 @@ const RATE_H: f64 = 56.0;
 const LAT_H: f64 = 84.0;
 
 /// A latency for an axis: the unit that keeps it short ("250µs", "40ms", "2s").
+/// A percentile's label, or "(n=K)" when K requests are too few for it (as the tables say).
+fn pct_label(name: &str, v: f64, count: u64) -> String {
+    if crate::stats::enough(name, count) {
+        lat_label(v)
+    } else {
+        format!("(n={count})")
+    }
+}
+
 fn lat_label(s: f64) -> String {
     let (v, unit) = if s >= 1.0 {
         (s, "s")
@@ -1233,8 +1242,8 @@ fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64)
         x1,
         oy + 13.0,
         d.count,
-        lat_label(d.p50),
-        lat_label(d.p99),
+        pct_label("p50", d.p50, d.count),
+        pct_label("p99", d.p99, d.count),
         lat_label(d.max)
     );
     let _ = write!(
@@ -1273,7 +1282,11 @@ fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64)
             lat_label(to)
         );
     }
-    for (name, v) in [("p50", d.p50), ("p99", d.p99)] {
+    // A percentile of too few requests is no mark on the axis.
+    for (name, v) in [("p50", d.p50), ("p99", d.p99)]
+        .into_iter()
+        .filter(|(name, _)| crate::stats::enough(name, d.count))
+    {
         let x = x_of(v);
         let _ = write!(
             o,
@@ -1767,7 +1780,9 @@ mod tests {
             .find("id=\"distributions\"")
             .expect("the distributions")..];
         assert!(
-            dist.contains("64 ok · p50 5ms · p99 2.0s"),
+            // 64 requests are too few for a p99: said as such, and not marked on the axis.
+            dist.contains("64 ok · p50 5ms · p99 (n=64) · max 2.0s")
+                && !dist.contains("<title>p99 "),
             "{}",
             &dist[..600]
         );
