@@ -278,9 +278,12 @@ pub enum ErrorKind {
     /// TLS failed: the handshake (a certificate witness does not trust, no common protocol) or the
     /// encrypted stream after it (a bad record, an alert from the server).
     Tls,
-    /// HTTP/2: the server sent GOAWAY and this stream was not processed (or not finished).
+    /// HTTP/2: the server did not process this stream (above its GOAWAY's last-stream-id) on one
+    /// connection after another: witness sends such a stream again, at most
+    /// [`UNPROCESSED_RESENDS`] times, and only then counts it (the detail says how often).
     Goaway,
-    /// HTTP/2: the server reset this stream (RST_STREAM), its error code in the detail.
+    /// HTTP/2: the server reset this stream (RST_STREAM), its error code in the detail; a
+    /// REFUSED_STREAM (not processed) only once its resends ran out, as for [`ErrorKind::Goaway`].
     StreamReset,
     Other,
 }
@@ -357,6 +360,32 @@ impl Probe {
             (None, None) => "none".into(),
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// HTTP/2: how often witness sends again a stream the server did not process (above a GOAWAY's
+/// last-stream-id, REFUSED_STREAM, or never written because its connection was closing) before the
+/// request counts as an error: h2load and oha send such streams again too, since the protocol says
+/// the server did nothing with them.
+pub const UNPROCESSED_RESENDS: u32 = 3;
+
+/// HTTP/2: the connections of a level that ended one way (`Event::Connections`), counted.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ConnectionEnds {
+    /// `goaway`: the server sent GOAWAY (its last-stream-id below 2^31-1); `closed`: it closed the
+    /// connection without one; `error`: the connection failed (reset, TLS, protocol).
+    pub how: String,
+    /// The GOAWAY's error code (`NO_ERROR`, `ENHANCE_YOUR_CALM`), or the failure's kind in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub connections: u64,
+    /// The streams each of them took, fewest and most: for a GOAWAY those at or below its
+    /// last-stream-id (the ones the server processed), else the streams witness opened on it.
+    pub streams_min: u64,
+    pub streams_max: u64,
 }
 
 /// One address's connect timings, part of the connect floor.
@@ -608,6 +637,27 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         protocol: Option<String>,
     },
+    /// HTTP/2 (`--http2`): how a level's connections ended and what became of the streams the
+    /// server did not process; journalled once, as the level's sending ends (before its
+    /// `level_end`). Counts only: a level of a million connections writes one line.
+    Connections {
+        level: u32,
+        /// The connections the level opened.
+        opened: u64,
+        /// Those the server (or the network) ended while the level sent, by how; the ones still
+        /// open when it ended are not here. At most a few entries (one per way and reason).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ends: Vec<ConnectionEnds>,
+        /// Streams the server did not process (above its GOAWAY's last-stream-id, REFUSED_STREAM,
+        /// or never written because their connection was closing), sent again on another
+        /// connection: each sending again counted once. Such a request counts once, with one
+        /// duration from its first sending to its answer.
+        resent: u64,
+        /// Requests whose stream was still not processed after [`UNPROCESSED_RESENDS`] resends:
+        /// counted as errors (`goaway`, `stream_reset`).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        gave_up: u64,
+    },
     /// An open-loop level (`load --rates`): journalled right after its `level_start`. Its requests
     /// go at a fixed arrival rate from a seeded schedule, each with its intended send time in
     /// `scheduled_s`; `concurrency` in its start and end is `max_in_flight`, the in-flight cap.
@@ -814,6 +864,7 @@ impl Event {
             Event::Interval { .. } => "interval",
             Event::McpSession { .. } => "mcp_session",
             Event::RateLevel { .. } => "rate_level",
+            Event::Connections { .. } => "connections",
             Event::Search { .. } => "search",
         }
     }

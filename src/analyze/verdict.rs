@@ -102,9 +102,94 @@ pub struct LevelRow {
     /// the server served. Its latency counts from each request's intended send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<super::rate::RateRow>,
+    /// HTTP/2: how its connections ended (the server's GOAWAYs, by code) and the streams the
+    /// server did not process that were sent again (`Event::Connections`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<ConnectionsRow>,
     /// Failed by the cliff rule alone: a lower level run later (a new base) could change it.
     #[serde(skip)]
     pub cliff_only: bool,
+}
+
+/// HTTP/2: a level's connections, how they ended and the streams sent again, as journalled.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConnectionsRow {
+    /// The connections the level opened.
+    pub opened: u64,
+    /// How the server (or the network) ended them while the level sent, counted by way.
+    pub ends: Vec<crate::journal::ConnectionEnds>,
+    /// Streams the server did not process, sent again on another connection.
+    pub resent: u64,
+    /// Requests still not processed after their resends: counted as errors.
+    pub gave_up: u64,
+}
+
+impl ConnectionsRow {
+    /// The level's note: "HTTP/2 connections at level n=8: the server closed 100 of the 101
+    /// witness opened after 1000 requests each (GOAWAY NO_ERROR …); streams the server did not
+    /// process (…), sent again: 428".
+    /// None when no connection ended and nothing was sent again.
+    pub fn words(&self, concurrency: u32) -> Option<String> {
+        if self.ends.is_empty() && self.resent == 0 && self.gave_up == 0 {
+            return None;
+        }
+        let ended: u64 = self.ends.iter().map(|e| e.connections).sum();
+        let mut parts = Vec::new();
+        for e in &self.ends {
+            let n = if self.ends.len() == 1 && ended == self.opened {
+                if ended == 1 {
+                    "the one connection witness opened".to_string()
+                } else {
+                    format!("all {ended} connections witness opened")
+                }
+            } else if self.ends.len() == 1 {
+                format!("{} of the {} witness opened", e.connections, self.opened)
+            } else {
+                plural(e.connections, "connection")
+            };
+            let each = if e.connections == 1 { "" } else { " each" };
+            let after = |what: &str| match (e.streams_min, e.streams_max) {
+                (a, b) if a == b => format!("after {}{each}", plural(a, what)),
+                (a, b) => format!("after {a}–{b} {what}s"),
+            };
+            let reason = e.reason.as_deref().unwrap_or("");
+            parts.push(match e.how.as_str() {
+                "goaway" if reason == "NO_ERROR" => format!(
+                    "the server closed {n} {} (GOAWAY NO_ERROR: a graceful close, as nginx's keepalive_requests makes, not a failure)",
+                    after("request")
+                ),
+                "goaway" => format!(
+                    "the server ended {n} with GOAWAY ({reason}) {}",
+                    after("request")
+                ),
+                "closed" => format!(
+                    "the server closed {n} without a GOAWAY {}",
+                    after("stream")
+                ),
+                _ => format!("{n} failed ({reason}) {}", after("stream")),
+            });
+        }
+        let mut s = format!(
+            "HTTP/2 connections at level n={concurrency}: {}",
+            if parts.is_empty() {
+                format!("{} opened", self.opened)
+            } else {
+                parts.join("; ")
+            }
+        );
+        s.push_str(&format!(
+            "; streams the server did not process (above a GOAWAY's last-stream-id, or refused), sent again: {}",
+            self.resent
+        ));
+        if self.gave_up > 0 {
+            s.push_str(&format!(
+                "; {} still not processed after {} resends each: counted as errors",
+                plural(self.gave_up, "request"),
+                crate::journal::UNPROCESSED_RESENDS
+            ));
+        }
+        Some(s)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -431,11 +516,30 @@ impl<'a> LoadAcc<'a> {
                     witness_cpu_s: None,
                     protocol: None,
                     rate: None,
+                    connections: None,
                     cliff_only: false,
                 }),
                 Event::RateLevel { index, .. } => {
                     if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
                         l.rate = super::rate::RateRow::new(&r.event);
+                    }
+                }
+                Event::Connections {
+                    level,
+                    opened,
+                    ends,
+                    resent,
+                    gave_up,
+                } => {
+                    if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *level) {
+                        let row = ConnectionsRow {
+                            opened: *opened,
+                            ends: ends.clone(),
+                            resent: *resent,
+                            gave_up: *gave_up,
+                        };
+                        l.notes.extend(row.words(l.concurrency));
+                        l.connections = Some(row);
                     }
                 }
                 Event::LevelEnd {
@@ -1548,6 +1652,7 @@ mod tests {
                 witness_cpu_s: None,
                 protocol: None,
                 rate: None,
+                connections: None,
                 cliff_only: false,
             };
             l.concurrency = n;
@@ -1694,6 +1799,101 @@ mod tests {
         assert_eq!(l.levels[2].verdict, "fail");
         assert!(l.levels[2].reasons[0].contains("a cliff, not a line"));
         assert_eq!(l.verdict, "fail");
+    }
+
+    /// HTTP/2: a level whose connections the server closed with GOAWAY NO_ERROR, its unprocessed
+    /// streams sent again, passes and says so in words and figures; one whose connections failed
+    /// under their streams fails on those errors, with the ends said the same way.
+    #[test]
+    fn goaway_ends_are_said_and_counted_per_level_never_a_failure_in_themselves() {
+        let goaway = |n| crate::journal::ConnectionEnds {
+            how: "goaway".into(),
+            reason: Some("NO_ERROR".into()),
+            connections: n,
+            streams_min: 1000,
+            streams_max: 1000,
+        };
+        let mut ev = vec![(0.0, settings()), (0.0, spawn(7)), level(0, 8, 0.1, 7)];
+        for i in 0..200 {
+            ev.push(req(i, 0, 0.2, 0.001, Outcome::Ok));
+        }
+        ev.push((
+            1.0,
+            Event::Connections {
+                level: 0,
+                opened: 26,
+                ends: vec![goaway(25)],
+                resent: 428,
+                gave_up: 0,
+            },
+        ));
+        ev.push(level_end(0, 8, 1.1, 7));
+        ev.push(level(1, 4, 1.2, 7));
+        for i in 0..8 {
+            let lost = Outcome::Error {
+                error: ErrorKind::Reset,
+                status: None,
+            };
+            ev.push(req(
+                200 + i,
+                1,
+                1.3,
+                0.2,
+                if i < 4 { lost } else { Outcome::Ok },
+            ));
+        }
+        ev.push((
+            2.0,
+            Event::Connections {
+                level: 1,
+                opened: 2,
+                ends: vec![crate::journal::ConnectionEnds {
+                    how: "error".into(),
+                    reason: Some("connection reset".into()),
+                    connections: 1,
+                    streams_min: 16,
+                    streams_max: 16,
+                }],
+                resent: 0,
+                gave_up: 0,
+            },
+        ));
+        ev.push(level_end(1, 4, 2.1, 7));
+        ev.push((3.0, end()));
+        let l = analyze(&loaded(ev)).load.unwrap();
+        let (a, b) = (&l.levels[0], &l.levels[1]);
+        assert_eq!(a.verdict, "pass", "{:?}", a.reasons);
+        assert_eq!(
+            a.notes[0],
+            "HTTP/2 connections at level n=8: the server closed 25 of the 26 witness opened after 1000 requests each (GOAWAY NO_ERROR: a graceful close, as nginx's keepalive_requests makes, not a failure); streams the server did not process (above a GOAWAY's last-stream-id, or refused), sent again: 428"
+        );
+        let c = a.connections.as_ref().unwrap();
+        assert_eq!((c.opened, c.resent, c.ends[0].connections), (26, 428, 25));
+        assert_eq!(b.verdict, "fail");
+        assert_eq!(b.counts.error, 4);
+        assert!(
+            b.notes[0].contains("1 of the 2 witness opened failed (connection reset) after 16 streams; streams the server did not process (above a GOAWAY's last-stream-id, or refused), sent again: 0"),
+            "{:?}",
+            b.notes
+        );
+        let words = |ends, resent, gave_up| {
+            ConnectionsRow {
+                opened: 3,
+                ends,
+                resent,
+                gave_up,
+            }
+            .words(8)
+        };
+        assert_eq!(words(vec![], 0, 0), None);
+        let all = words(vec![goaway(3)], 7, 2).unwrap();
+        assert!(
+            all.contains("closed all 3 connections witness opened after 1000 requests each")
+                && all.ends_with(
+                    "; 2 requests still not processed after 3 resends each: counted as errors"
+                ),
+            "{all}"
+        );
     }
 
     /// Levels of many requests each: one rare stall (a SYN re-sent after 1 s) is not a cliff when

@@ -278,9 +278,9 @@ pub async fn run_level(
             .http2
             .map(|c| Arc::new(super::h2::Pool::new(cfg.limits, c.min(concurrency))));
         spoke = Some(protocol(cfg, pool.as_deref()));
-        run_http_workers(
+        let not_sent = run_http_workers(
             cfg,
-            pool,
+            pool.clone(),
             budget,
             concurrency,
             index,
@@ -290,7 +290,12 @@ pub async fn run_level(
             &progress,
             stop,
         )
-        .await
+        .await;
+        // How the level's HTTP/2 connections ended, and the streams sent again: one event.
+        if let Some(p) = &pool {
+            journal.emit(p.connections(index));
+        }
+        not_sent
     };
     progress.finish();
     let cpu_s = crate::journal::micros(own_cpu_s() - cpu_at_start);

@@ -92,6 +92,7 @@ pub fn value(a: &Analysis) -> serde_json::Value {
                         "witness_cpu_s": r.witness_cpu_s,
                         "protocol": r.protocol,
                         "rate": r.rate,
+                        "connections": r.connections,
                     })
                 })
                 .collect::<Vec<_>>()

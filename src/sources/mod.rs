@@ -408,9 +408,9 @@ impl Merged {
                     }
                 }
             }
-            Event::LevelStart { index, .. } | Event::LevelEnd { index, .. } => {
-                *index += s.level_offset
-            }
+            Event::LevelStart { index, .. }
+            | Event::LevelEnd { index, .. }
+            | Event::Connections { level: index, .. } => *index += s.level_offset,
             Event::Spawn {
                 pid, start_time, ..
             } if !s.info.supervises && self.owned.contains(&(*pid, *start_time)) => {
