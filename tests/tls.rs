@@ -476,7 +476,7 @@ fn http2_over_tls_sends_a_level_s_streams_concurrently_on_one_connection() {
 }
 
 #[test]
-fn a_goaway_mid_level_is_an_error_of_its_own_kind_and_the_level_goes_on_over_new_connections() {
+fn a_goaway_mid_level_sends_the_streams_the_server_did_not_process_again_over_new_connections() {
     let Some(dir) = setup("tls-goaway") else {
         return;
     };
@@ -527,31 +527,35 @@ fn a_goaway_mid_level_is_an_error_of_its_own_kind_and_the_level_goes_on_over_new
             160,
             "{tag}: {l:#}"
         );
-        // Every failure is the server's GOAWAY, said as such; none is a timeout or a reset.
+        // The streams above each GOAWAY's last-stream-id were sent again; a failure is only one
+        // the server did not process on four connections in a row (rare at 8 streams over 7).
         let kinds = l["errors_by_kind"].as_object().unwrap();
         assert!(
             kinds.keys().all(|k| k == "error: HTTP/2 GOAWAY"),
             "{tag}: {kinds:?}"
         );
         let lines = journal_lines(&journal);
-        let failed: Vec<_> = lines
+        for f in lines
             .iter()
             .filter(|l| l["kind"] == "request" && l["outcome"]["kind"] == "error")
-            .collect();
-        assert!(
-            !failed.is_empty(),
-            "{tag}: no GOAWAY met at keepalive_requests 7\n{err}"
-        );
-        for f in &failed {
+        {
             assert_eq!(f["outcome"]["error"], "goaway", "{f}");
             assert!(
                 f["detail"]
                     .as_str()
                     .unwrap()
-                    .contains("the server sent GOAWAY (NO_ERROR)"),
+                    .contains("did not process this stream, sent 4 times"),
                 "{f}"
             );
         }
+        let conns = &l["connections"];
+        assert!(
+            conns["resent"].as_u64().unwrap() >= 1,
+            "{tag}: {conns}\n{err}"
+        );
+        assert_eq!(conns["ends"][0]["how"], "goaway", "{tag}: {conns}");
+        assert_eq!(conns["ends"][0]["reason"], "NO_ERROR", "{tag}: {conns}");
+        assert_eq!(conns["ends"][0]["streams_max"], 7, "{tag}: {conns}");
         // New connections replaced the ones the server closed: at most 7 answered on each.
         assert!(
             l["phases"]["new_connections"].as_u64().unwrap() * 7 >= c["ok"].as_u64().unwrap(),
