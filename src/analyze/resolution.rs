@@ -86,7 +86,10 @@ pub fn figure(s: f64) -> String {
 pub fn line(r: &Resolved) -> String {
     let again = match r.again {
         0 => "once".to_string(),
-        n => format!("then {n} more time{} after every address stopped answering", if n == 1 { "" } else { "s" }),
+        n => format!(
+            "then {n} more time{} after every address stopped answering",
+            if n == 1 { "" } else { "s" }
+        ),
     };
     let to = match (&r.error, r.addrs.is_empty()) {
         (Some(e), true) => format!("no address ({e})"),
@@ -103,14 +106,23 @@ pub fn line(r: &Resolved) -> String {
 /// 5.0 s: the first nameserver in /etc/resolv.conf (10.0.0.9) did not answer (the resolver's 5 s
 /// timeout, glibc's default)". None for a quick one.
 pub fn slow_words(host: &str, took_s: f64, c: &ResolverConf) -> Option<String> {
-    (took_s >= SLOW_S).then(|| format!("resolving {host} took {}: {}", figure(took_s), cause(took_s, c)))
+    (took_s >= SLOW_S).then(|| {
+        format!(
+            "resolving {host} took {}: {}",
+            figure(took_s),
+            cause(took_s, c)
+        )
+    })
 }
 
 /// Why a lookup took `took_s`, from what the resolver was told.
 pub fn cause(took_s: f64, c: &ResolverConf) -> String {
     let t = c.timeout_s.filter(|t| *t > 0.0).unwrap_or(GLIBC_TIMEOUT_S);
     let whose = match c.timeout_s {
-        Some(_) => format!("the resolver's {} timeout, options timeout:{t} in /etc/resolv.conf", secs(t)),
+        Some(_) => format!(
+            "the resolver's {} timeout, options timeout:{t} in /etc/resolv.conf",
+            secs(t)
+        ),
         None => format!("the resolver's {} timeout, glibc's default", secs(t)),
     };
     // The time sits at k timeouts (plus the answer's own, well under one).
@@ -145,7 +157,11 @@ pub fn cause(took_s: f64, c: &ResolverConf) -> String {
         ),
         k => format!(
             "the nameservers in /etc/resolv.conf ({}) did not answer {k} times ({k} × {whose})",
-            if ns.is_empty() { "none set".to_string() } else { ns.join(", ") }
+            if ns.is_empty() {
+                "none set".to_string()
+            } else {
+                ns.join(", ")
+            }
         ),
     }
 }
@@ -239,7 +255,10 @@ mod tests {
     fn a_slow_lookup_off_any_timeout_is_not_pinned_on_one() {
         let c = conf(&["10.0.0.9"], Some(2.0));
         let w = cause(0.8, &c);
-        assert!(w.contains("answered slowly; no resolver timeout explains it"), "{w}");
+        assert!(
+            w.contains("answered slowly; no resolver timeout explains it"),
+            "{w}"
+        );
         assert!(!w.contains("did not answer"), "{w}");
     }
 
@@ -259,13 +278,21 @@ mod tests {
             unanswered_cause(10.02, &c),
             "no nameserver in /etc/resolv.conf answered (127.53.0.1): 2 × the resolver's 5 s timeout (glibc's default)"
         );
-        assert!(unanswered_cause(5.01, &c).ends_with(": the resolver's 5 s timeout (glibc's default)"));
+        assert!(
+            unanswered_cause(5.01, &c).ends_with(": the resolver's 5 s timeout (glibc's default)")
+        );
     }
 
     #[test]
     fn a_quick_lookup_is_not_named() {
-        assert_eq!(slow_words("app.test", 0.002, &conf(&["10.0.0.9"], None)), None);
-        assert_eq!(slow_words("app.test", SLOW_S - 0.01, &conf(&[], None)), None);
+        assert_eq!(
+            slow_words("app.test", 0.002, &conf(&["10.0.0.9"], None)),
+            None
+        );
+        assert_eq!(
+            slow_words("app.test", SLOW_S - 0.01, &conf(&[], None)),
+            None
+        );
     }
 
     #[test]
@@ -281,7 +308,10 @@ mod tests {
         assert_eq!(r.took_s, 0.001);
         assert_eq!(r.again, 2);
         assert_eq!(r.slow.len(), 1, "{r:?}");
-        assert!(r.slow[0].starts_with("again: resolving app.test took 2.0 s"), "{r:?}");
+        assert!(
+            r.slow[0].starts_with("again: resolving app.test took 2.0 s"),
+            "{r:?}"
+        );
         assert_eq!(
             line(r),
             "resolution: app.test → 127.0.0.1 in 1.0 ms (then 2 more times after every address stopped answering, not in any latency)"

@@ -79,7 +79,11 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     };
     if !stdio {
         resolve_target(&cfg.spec.uri, "--url", args.allow_remote).await?;
-        let derived = if args.health_url.is_some() { "--health-url" } else { "the health URL (from --url)" };
+        let derived = if args.health_url.is_some() {
+            "--health-url"
+        } else {
+            "the health URL (from --url)"
+        };
         resolve_target(&cfg.health, derived, args.allow_remote).await?;
     }
     check_outputs(&args.output)?;
@@ -1132,44 +1136,19 @@ fn request_headers(a: &LoadArgs) -> anyhow::Result<(HeaderMap, Vec<String>)> {
 /// address. A slow lookup is neither: it is made once and no latency, connect floor or health
 /// timeout holds it, so it is said, with its figure and cause, and the run goes on.
 pub async fn resolve_target(uri: &Uri, flag: &str, allow_remote: bool) -> anyhow::Result<()> {
-    use crate::analyze::resolution::{cause, figure, unanswered_cause};
     use crate::load::resolve;
     let host = uri.host().unwrap_or("").trim_matches(['[', ']']);
-    let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => match resolve::pinned(host) {
-            Some(a) => a,
-            None => {
-                let r = resolve::lookup(host).await;
-                match &r.error {
-                    Some(e) if r.unanswered => {
-                        return Err(refuse(format!(
-                            "resolving {host} (the host of {flag} {uri}) gave no address after {}: {e}; {}. Nothing can be measured without an address: fix /etc/resolv.conf, or give an address in {flag}",
-                            figure(r.took.as_secs_f64()),
-                            unanswered_cause(r.took.as_secs_f64(), &r.resolver)
-                        )))
-                    }
-                    Some(e) => {
-                        let asked = match r.resolver.nameservers.is_empty() {
-                            true => "/etc/hosts; no nameserver is set in /etc/resolv.conf".to_string(),
-                            false => format!(
-                                "/etc/hosts and the nameservers in /etc/resolv.conf: {}",
-                                r.resolver.nameservers.join(", ")
-                            ),
-                        };
-                        let slow = (r.took.as_secs_f64() >= crate::analyze::resolution::SLOW_S)
-                            .then(|| format!(", after {}: {}", figure(r.took.as_secs_f64()), cause(r.took.as_secs_f64(), &r.resolver)))
-                            .unwrap_or_default();
-                        return Err(usage(format!(
-                            "{flag} {uri}: {host} does not resolve ({e}; asked {asked}{slow}): fix the host name, add it to /etc/hosts, or give an address such as 127.0.0.1"
-                        )));
-                    }
-                    None => {}
-                }
-                resolve::pin(&r);
-                r.addrs
+    let addrs: Vec<IpAddr> = match (host.parse::<IpAddr>(), resolve::pinned(host)) {
+        (Ok(ip), _) => vec![ip],
+        (Err(_), Some(a)) => a,
+        (Err(_), None) => {
+            let r = resolve::lookup(host).await;
+            if let Some(e) = &r.error {
+                return Err(unresolved(uri, flag, &r, e));
             }
-        },
+            resolve::pin(&r);
+            r.addrs
+        }
     };
     if allow_remote {
         return Ok(());
@@ -1180,6 +1159,39 @@ pub async fn resolve_target(uri: &Uri, flag: &str, allow_remote: bool) -> anyhow
         )));
     }
     Ok(())
+}
+
+/// A lookup that gave no address, in words: a refusal when no nameserver answered, else a usage
+/// error (the name does not exist), each naming the host, the flag and the resolver.
+fn unresolved(
+    uri: &Uri,
+    flag: &str,
+    r: &crate::load::resolve::Resolution,
+    e: &str,
+) -> anyhow::Error {
+    use crate::analyze::resolution::{cause, figure, unanswered_cause, SLOW_S};
+    let (host, took) = (&r.host, r.took.as_secs_f64());
+    if r.unanswered {
+        return refuse(format!(
+            "resolving {host} (the host of {flag} {uri}) gave no address after {}: {e}; {}. Nothing can be measured without an address: fix /etc/resolv.conf, or give an address in {flag}",
+            figure(took),
+            unanswered_cause(took, &r.resolver)
+        ));
+    }
+    let asked = match r.resolver.nameservers.is_empty() {
+        true => "/etc/hosts; no nameserver is set in /etc/resolv.conf".to_string(),
+        false => format!(
+            "/etc/hosts and the nameservers in /etc/resolv.conf: {}",
+            r.resolver.nameservers.join(", ")
+        ),
+    };
+    let slow = match took >= SLOW_S {
+        true => format!(", after {}: {}", figure(took), cause(took, &r.resolver)),
+        false => String::new(),
+    };
+    usage(format!(
+        "{flag} {uri}: {host} does not resolve ({e}; asked {asked}{slow}): fix the host name, add it to /etc/hosts, or give an address such as 127.0.0.1"
+    ))
 }
 
 /// Journals the host names resolved before the journal opened (and every later lookup as it

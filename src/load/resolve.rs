@@ -131,7 +131,9 @@ pub fn parse_resolv_conf(text: &str) -> ResolverConf {
             }
             Some("options") => {
                 for w in words {
-                    if let Some(t) = w.strip_prefix("timeout:").and_then(|t| t.parse::<f64>().ok())
+                    if let Some(t) = w
+                        .strip_prefix("timeout:")
+                        .and_then(|t| t.parse::<f64>().ok())
                     {
                         c.timeout_s = Some(t);
                     }

@@ -256,7 +256,11 @@ fn resolution(o: &mut String, rows: &[crate::analyze::resolution::Resolved]) {
     }
 }
 
-fn verdict_table(o: &mut String, l: &LoadAnalysis, resolved: &[crate::analyze::resolution::Resolved]) {
+fn verdict_table(
+    o: &mut String,
+    l: &LoadAnalysis,
+    resolved: &[crate::analyze::resolution::Resolved],
+) {
     let _ = writeln!(
         o,
         "<h2>Verdict: <span class=\"v-{}\">{}</span></h2>",

@@ -970,6 +970,78 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_slow_lookup_is_said_beside_the_floor_in_every_view_and_once_after_a_live_run() {
+        let resolved = |t_s: f64, took_s: f64, again: Option<&str>| {
+            (
+                t_s,
+                Event::Resolved {
+                    host: "app.test".into(),
+                    addrs: vec!["127.0.0.1".into()],
+                    took_s,
+                    again: again.map(Into::into),
+                    error: None,
+                    resolver: crate::journal::ResolverConf {
+                        nameservers: vec!["10.0.0.9".into(), "127.0.0.1".into()],
+                        ..Default::default()
+                    },
+                },
+            )
+        };
+        let settings = (
+            0.0,
+            Event::Settings(Settings {
+                load: Some(LoadSettings::default()),
+                ..Default::default()
+            }),
+        );
+        let a = analyze(&loaded(vec![
+            settings.clone(),
+            resolved(0.0, 5.01, None),
+            (0.1, end()),
+        ]));
+        let words = "resolving app.test took 5.0 s: the first nameserver in /etc/resolv.conf (10.0.0.9) did not answer (the resolver's 5 s timeout, glibc's default)";
+        let term = String::from_utf8(Terminal::default().render(&a).unwrap()).unwrap();
+        assert!(
+            term.contains("resolution: app.test → 127.0.0.1 in 5.0 s (once, not in any latency)"),
+            "{term}"
+        );
+        assert!(term.contains(&format!("  ! {words}")), "{term}");
+        let json = String::from_utf8(super::super::json::Json.render(&a).unwrap()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["resolution"][0]["slow"][0], words, "{v:#}");
+        let html = String::from_utf8(super::super::html::Html.render(&a).unwrap()).unwrap();
+        assert!(
+            html.contains(&super::super::html::esc(words)),
+            "the HTML says it too"
+        );
+        // Said live already: only a later lookup is said in the summary.
+        let live = Terminal {
+            shown_live: ShownLive {
+                resolution: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let summary = String::from_utf8(live.render(&a).unwrap()).unwrap();
+        assert!(!summary.contains("resolution:"), "{summary}");
+        let again = analyze(&loaded(vec![
+            settings,
+            resolved(0.0, 0.001, None),
+            resolved(20.0, 5.02, Some("every address stopped answering")),
+            (21.0, end()),
+        ]));
+        let summary = String::from_utf8(live.render(&again).unwrap()).unwrap();
+        assert!(
+            summary.contains("then 1 more time after every address stopped answering"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("! again: resolving app.test took 5.0 s"),
+            "{summary}"
+        );
+    }
+
+    #[test]
     fn the_rows_max_is_the_slowest_ok_request_and_the_give_up_time_stands_apart() {
         let a = level_with_a_slow_failure();
         let row = level_line(&a.load.as_ref().unwrap().levels[0]);
