@@ -116,7 +116,8 @@ fn witness_resolving(dir: &Path, resolv: &str, args: &[&str]) -> Output {
                 "-m",
                 "sh",
                 "-c",
-                "mount --bind \"$1\" /etc/resolv.conf && mount --bind \"$2\" /etc/nsswitch.conf && mount --bind \"$3\" /etc/hosts && shift 3 && exec \"$@\"",
+                // Without an nsswitch.conf glibc asks DNS, then files: the same for app.test.
+                "mount --bind \"$1\" /etc/resolv.conf && { [ ! -e /etc/nsswitch.conf ] || mount --bind \"$2\" /etc/nsswitch.conf; } && mount --bind \"$3\" /etc/hosts && shift 3 && exec \"$@\"",
                 "sh",
             ])
             .args(&files)
@@ -291,6 +292,10 @@ fn a_fast_resolver_is_reported_small_and_nothing_is_named() {
         "nameserver {}\noptions timeout:1 attempts:1\n",
         ns.answering
     );
+    // The server answers 421 to a request whose Host header is not app.test:PORT: witness connects
+    // to the pinned address and still names the host.
+    let host = format!("app.test:{port}");
+    let check = repo().join("tests/peers/host_check.py");
     let out = witness_resolving(
         &dir,
         &resolv,
@@ -310,16 +315,19 @@ fn a_fast_resolver_is_reported_small_and_nothing_is_named() {
             j.to_str().unwrap(),
             "--",
             "python3",
-            "-m",
-            "http.server",
+            check.to_str().unwrap(),
             &port,
-            "--bind",
-            "127.0.0.1",
+            &host,
         ],
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let report = json(&r);
+    let level = &report["levels"][0];
+    assert_eq!(
+        level["counts"]["ok"], 3,
+        "every request named app.test in its Host header: {level:#}"
+    );
     let res = &report["resolution"][0];
     assert_eq!(res["host"], "app.test", "{report:#}");
     assert!(res["took_s"].as_f64().unwrap() < 0.5, "{report:#}");
