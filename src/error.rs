@@ -5,7 +5,7 @@
 //! | 0    | load/soak: every level passed |
 //! | 1    | load/soak: a verdict failed or a level was skipped |
 //! | 2    | bad usage or configuration, named: a flag's value, a plan, a journal or output path (a missing folder, a link, a folder), `report` on a missing or foreign file (also: no Docker engine answers, an image not on the engine; for load/soak a server command that is not there or not executable) |
-//! | 3    | the harness could not measure honestly (connect floor, target unhealthy, no GPU) |
+//! | 3    | the harness could not measure honestly (connect floor, target unhealthy, no GPU, no nameserver answered for a URL's host) |
 //! | 4    | load/soak: the journal could not be written (disk full, I/O error): the run stopped at once and what came after is not on record |
 //! | 101  | never: a panic is a bug (bad input is 2) |
 //! | 125  | wrap: witness itself failed (as `timeout` and `docker run` do) |

@@ -401,6 +401,27 @@ pub struct AddrFloor {
     pub error: Option<String>,
 }
 
+/// What the system's resolver was told when witness resolved a name: /etc/resolv.conf's nameservers
+/// and its `options timeout:` and `attempts:` (None: not set, glibc's defaults of 5 s and 2 apply),
+/// and whether /etc/hosts names the host.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ResolverConf {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_hosts: bool,
+}
+
+impl ResolverConf {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// The settings of a run that its analysis depends on. Sections belong to the modes that use them.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Settings {
@@ -580,6 +601,23 @@ pub enum Event {
     },
 
     // ---- load ------------------------------------------------------------------------------------
+    /// A host name witness resolved, timed: once per run, before the first probe, and again only
+    /// once every address it had stopped answering (`again` says why). Every connection after (the
+    /// connect floor, health probes, requests) goes to these addresses, so no figure holds a lookup.
+    /// The resolver's settings (/etc/resolv.conf) are kept beside it, so a slow lookup can be named.
+    Resolved {
+        host: String,
+        /// The addresses in the order the system's resolver gave them (the order connects try).
+        addrs: Vec<String>,
+        took_s: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        again: Option<String>,
+        /// The lookup failed (no address): the resolver's words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        #[serde(default, skip_serializing_if = "ResolverConf::is_empty")]
+        resolver: ResolverConf,
+    },
     /// Plain TCP connect timings to the target before any level.
     ConnectFloor {
         host: String,
@@ -849,6 +887,7 @@ impl Event {
             Event::Note { .. } => "note",
             Event::Settings(_) => "settings",
             Event::End { .. } => "end",
+            Event::Resolved { .. } => "resolved",
             Event::ConnectFloor { .. } => "connect_floor",
             Event::Health { .. } => "health",
             Event::LevelStart { .. } => "level_start",

@@ -10,6 +10,7 @@ pub mod open;
 pub mod picture;
 pub mod rate;
 pub mod request_timers;
+pub mod resolution;
 pub mod soak;
 pub use crate::stats;
 pub mod tcp_timers;
@@ -150,6 +151,8 @@ pub struct Analysis {
     pub notes: Vec<(f64, String, String)>,
     /// GPU readings per device, or why there are none.
     pub gpu: gpu::GpuSection,
+    /// The host names witness resolved: once each, timed, never inside any figure.
+    pub resolution: Vec<resolution::Resolved>,
     /// The load ladder's levels and verdicts, for `load` runs.
     pub load: Option<verdict::LoadAnalysis>,
     /// The soak's figures, invariants, faults and verdict, for `soak` runs.
@@ -332,6 +335,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         partial,
         picture: picture::build(recs, &processes, &suspicions, picture_requests),
         suspicions,
+        resolution: resolution::rows(recs),
         load,
         soak,
         observed,

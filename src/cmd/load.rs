@@ -78,8 +78,13 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         _ => None,
     };
     if !stdio {
-        check_loopback(&cfg.spec.uri, args.allow_remote).await?;
-        check_loopback(&cfg.health, args.allow_remote).await?;
+        resolve_target(&cfg.spec.uri, "--url", args.allow_remote).await?;
+        let derived = if args.health_url.is_some() {
+            "--health-url"
+        } else {
+            "the health URL (from --url)"
+        };
+        resolve_target(&cfg.health, derived, args.allow_remote).await?;
     }
     check_outputs(&args.output)?;
     // witness's own descriptors, before anything runs: its EMFILE must never pass as the server's.
@@ -87,6 +92,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     crate::server::fds::ensure(crate::server::fds::needed(top), &what).map_err(refuse)?;
     let journal = open_journal("load", &args.output)?;
     crate::load::tls::journal_note(&journal);
+    say_resolutions(&journal);
     // Health: --health-url when given; for MCP otherwise its `ping`.
     let prober = match &call {
         Some(call) => {
@@ -743,6 +749,8 @@ fn finish(
     use crate::cli::GpuMode;
     let mut term = report::terminal::Terminal::for_stderr();
     term.shown_live = report::terminal::ShownLive {
+        // Each name's first lookup was said as the journal opened.
+        resolution: true,
         floor: live.floor_shown.load(Ordering::Relaxed),
         level_rows: live.rows_shown.load(Ordering::Relaxed) && live.rows_on_stderr_terminal,
     };
@@ -1117,26 +1125,92 @@ fn request_headers(a: &LoadArgs) -> anyhow::Result<(HeaderMap, Vec<String>)> {
     Ok((headers, secrets))
 }
 
-/// A load test aimed at the wrong host is an outage: loopback only, unless --allow-remote.
-pub async fn check_loopback(uri: &Uri, allow_remote: bool) -> anyhow::Result<()> {
+/// Resolves the URL's host name once, before anything runs (an address is taken as it is), pins its
+/// addresses for every connection after ([`crate::load::resolve`]), and checks they are loopback
+/// unless --allow-remote: a load test aimed at the wrong host is an outage.
+///
+/// The rule for a lookup that goes wrong: a name the resolver says does not exist (or that gives no
+/// address) is a usage error (exit 2) naming the host, the flag and the resolver's nameservers; a
+/// resolver that gave no answer at all (no nameserver answered, or not within
+/// [`crate::load::resolve::LIMIT`]) is a refusal (exit 3): nothing can be measured without an
+/// address. A slow lookup is neither: it is made once and no latency, connect floor or health
+/// timeout holds it, so it is said, with its figure and cause, and the run goes on.
+pub async fn resolve_target(uri: &Uri, flag: &str, allow_remote: bool) -> anyhow::Result<()> {
+    use crate::load::resolve;
+    let host = uri.host().unwrap_or("").trim_matches(['[', ']']);
+    let addrs: Vec<IpAddr> = match (host.parse::<IpAddr>(), resolve::pinned(host)) {
+        (Ok(ip), _) => vec![ip],
+        (Err(_), Some(a)) => a,
+        (Err(_), None) => {
+            let r = resolve::lookup(host).await;
+            if let Some(e) = &r.error {
+                return Err(unresolved(uri, flag, &r, e));
+            }
+            resolve::pin(&r);
+            r.addrs
+        }
+    };
     if allow_remote {
         return Ok(());
     }
-    let host = uri.host().unwrap_or("").trim_matches(['[', ']']);
-    let addrs: Vec<IpAddr> = match host.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => tokio::net::lookup_host((host, crate::load::tls::port(uri)))
-            .await
-            .map(|a| a.map(|s| s.ip()).collect())
-            .map_err(|e| usage(format!("could not resolve {host:?} in {uri}: {e}")))?,
-    };
     if let Some(bad) = addrs.iter().find(|ip| !ip.is_loopback()) {
         return Err(usage(format!(
             "refusing to send load to {uri}: {host} is {bad}, not a loopback address. A load test aimed at the wrong host is an outage; pass --allow-remote if you mean it"
         )));
     }
-    if addrs.is_empty() {
-        return Err(usage(format!("{host:?} in {uri} resolves to no address")));
-    }
     Ok(())
+}
+
+/// A lookup that gave no address, in words: a refusal when no nameserver answered, else a usage
+/// error (the name does not exist), each naming the host, the flag and the resolver.
+fn unresolved(
+    uri: &Uri,
+    flag: &str,
+    r: &crate::load::resolve::Resolution,
+    e: &str,
+) -> anyhow::Error {
+    use crate::analyze::resolution::{cause, figure, unanswered_cause, SLOW_S};
+    let (host, took) = (&r.host, r.took.as_secs_f64());
+    if r.unanswered {
+        return refuse(format!(
+            "resolving {host} (the host of {flag} {uri}) gave no address after {}: {e}; {}. Nothing can be measured without an address: fix /etc/resolv.conf, or give an address in {flag}",
+            figure(took),
+            unanswered_cause(took, &r.resolver)
+        ));
+    }
+    let asked = match r.resolver.nameservers.is_empty() {
+        true => "/etc/hosts; no nameserver is set in /etc/resolv.conf".to_string(),
+        false => format!(
+            "/etc/hosts and the nameservers in /etc/resolv.conf: {}",
+            r.resolver.nameservers.join(", ")
+        ),
+    };
+    let slow = match took >= SLOW_S {
+        true => format!(", after {}: {}", figure(took), cause(took, &r.resolver)),
+        false => String::new(),
+    };
+    usage(format!(
+        "{flag} {uri}: {host} does not resolve ({e}; asked {asked}{slow}): fix the host name, add it to /etc/hosts, or give an address such as 127.0.0.1"
+    ))
+}
+
+/// Journals the host names resolved before the journal opened (and every later lookup as it
+/// happens), and says each: its addresses and figure, and for a slow one its cause.
+pub(crate) fn say_resolutions(journal: &Journal) {
+    use crate::analyze::resolution::{line, slow_words, Resolved};
+    for r in crate::load::resolve::journal_to(journal) {
+        let took_s = r.took.as_secs_f64();
+        let row = Resolved {
+            host: r.host.clone(),
+            addrs: r.addrs.iter().map(IpAddr::to_string).collect(),
+            took_s,
+            again: 0,
+            slow: Vec::new(),
+            error: r.error.clone(),
+        };
+        crate::errln!("witness: {}", line(&row));
+        if let Some(w) = slow_words(&r.host, took_s, &r.resolver) {
+            crate::errln!("witness: ! {w}");
+        }
+    }
 }

@@ -27,7 +27,7 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
     let url = match &a.url {
         Some(u) => {
             let uri = crate::load::url::http_url("--url", u).map_err(usage)?;
-            super::load::check_loopback(&uri, false).await?;
+            super::load::resolve_target(&uri, "--url", false).await?;
             Some(uri)
         }
         None => None,

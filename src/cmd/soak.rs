@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::load::{check_floor, check_loopback, wait_ready, Stop};
+use super::load::{check_floor, resolve_target, say_resolutions, wait_ready, Stop};
 use super::{check_outputs, open_journal, start_measured, target_config, Measured, Signals};
 use crate::analyze::soak::SoakSettings;
 use crate::cli::SoakArgs;
@@ -72,8 +72,9 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
         // modes: only the user's --watch is refused here.
         super::check_attach_watch(&args.supervise.watch)?;
     }
+    let in_plan = format!("--plan {}'s URL", args.plan.display());
     for u in plan.urls() {
-        check_loopback(u, args.allow_remote).await?;
+        resolve_target(u, &in_plan, args.allow_remote).await?;
     }
     check_outputs(&args.output)?;
     // Before anything is written or printed: the plan's secret values are scrubbed everywhere.
@@ -83,6 +84,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     crate::load::tls::journal_note(&journal);
     // Before anything else is written: no line of the journal may carry a secret's value.
     journal.redact(&plan.secret_values)?;
+    say_resolutions(&journal);
     journal.emit(Event::Settings(Settings {
         timers_s: args.supervise.timers_s(),
         load: None,

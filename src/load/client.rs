@@ -60,9 +60,13 @@ pub struct Sent {
 
 pub type HttpClient = Client<Counting, Full<Bytes>>;
 
+/// The TCP connector with witness's resolver: a host name goes to the addresses resolved once for
+/// the run ([`super::resolve`]), never through a lookup inside a connect.
+pub type Tcp = HttpConnector<super::resolve::Pinned>;
+
 /// The connector the client uses; the connect floor times the very same one.
-pub fn connector(connect_timeout: Duration) -> HttpConnector {
-    let mut c = HttpConnector::new();
+pub fn connector(connect_timeout: Duration) -> Tcp {
+    let mut c = HttpConnector::new_with_resolver(super::resolve::Pinned);
     c.set_nodelay(true);
     // https:// too: the TLS handshake is [`Counting`]'s, after the TCP connect.
     c.enforce_http(false);
@@ -144,7 +148,7 @@ pub mod held {
 /// also makes the TLS handshake, timed apart from the TCP connect.
 #[derive(Clone)]
 pub struct Counting {
-    tcp: HttpConnector,
+    tcp: Tcp,
     /// Offer HTTP/2 first by ALPN.
     h2: bool,
     /// Counted in [`held`].
@@ -175,7 +179,16 @@ impl tower_service::Service<Uri> for Counting {
         let opening = Instant::now();
         let connecting = tower_service::Service::call(&mut self.tcp, uri);
         Box::pin(async move {
-            let io = connecting.await?;
+            let io = match connecting.await {
+                Ok(io) => io,
+                Err(e) => {
+                    // No pinned address answered: the name may have moved (looked up again, apart).
+                    if super::resolve::is_name(&host) && !is_local(&e) {
+                        super::resolve::unanswered(&host);
+                    }
+                    return Err(e.into());
+                }
+            };
             let connect = opening.elapsed();
             if count {
                 held::opened();

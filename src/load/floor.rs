@@ -2,6 +2,7 @@
 //! connector the load client uses. If the median exceeds `--max-connect-floor`, every latency would
 //! carry the harness's own connect cost (`localhost` resolving to ::1 first: the soak whose every request waited ~2 s for the IPv6 connect), so
 //! witness refuses to run. For a host name, every resolved address is timed too, to name the fix.
+//! The name was resolved once before ([`super::resolve`]): no lookup is inside any connect timed here.
 //! Over https each connect is followed by a TLS handshake, timed apart (the floor of the handshake
 //! phase), and a certificate witness does not trust is found here, before any load.
 
@@ -127,9 +128,10 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
     let median_ms = (!times.is_empty()).then(|| median(&mut times));
     let handshake_ms = (!shakes.is_empty()).then(|| median(&mut shakes));
 
-    let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+    // The addresses resolved once for the run, in the resolver's order: no lookup here.
+    let resolved: Vec<SocketAddr> = super::resolve::addrs(&host)
         .await
-        .map(|a| a.collect())
+        .map(|a| a.into_iter().map(|ip| SocketAddr::new(ip, port)).collect())
         .unwrap_or_default();
     let mut addrs = Vec::new();
     for a in &resolved {

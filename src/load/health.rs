@@ -203,7 +203,16 @@ impl Prober {
             .trim_matches(['[', ']'])
             .to_string();
         let port = super::tls::port(&self.url);
-        let work = tokio::net::TcpStream::connect((host.as_str(), port));
+        // To the addresses resolved once for the run: a lookup is never inside the probe's limit.
+        let work = async {
+            let addrs: Vec<std::net::SocketAddr> = super::resolve::addrs(&host)
+                .await
+                .map_err(std::io::Error::other)?
+                .into_iter()
+                .map(|ip| std::net::SocketAddr::new(ip, port))
+                .collect();
+            tokio::net::TcpStream::connect(&addrs[..]).await
+        };
         let error = match tokio::time::timeout(self.limit, work).await {
             Err(_) => Some("TimeoutError".to_string()),
             Ok(Ok(s)) => {

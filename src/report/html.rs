@@ -141,6 +141,7 @@ fn soak_summary(o: &mut String, a: &Analysis) {
     if let Some(why) = &s.refused {
         let _ = writeln!(o, "<p class=\"sus\">refused to measure: {}</p>", esc(why));
     }
+    resolution(o, &a.resolution);
     // A soak that never started has no trend to tell.
     if s.refused.is_none() {
         let _ = writeln!(
@@ -214,7 +215,7 @@ fn suspicions(o: &mut String, a: &Analysis) {
 /// settings), the levels as the journal recorded them.
 fn levels_table(o: &mut String, a: &Analysis) {
     if let Some(load) = &a.load {
-        verdict_table(o, load);
+        verdict_table(o, load, &a.resolution);
         return;
     }
     let p = &a.picture;
@@ -241,7 +242,25 @@ fn levels_table(o: &mut String, a: &Analysis) {
     o.push_str("</table>\n");
 }
 
-fn verdict_table(o: &mut String, l: &LoadAnalysis) {
+/// Each host name the run resolved (once, in no latency), and why a slow lookup was slow.
+fn resolution(o: &mut String, rows: &[crate::analyze::resolution::Resolved]) {
+    for r in rows {
+        let _ = writeln!(
+            o,
+            "<p class=\"meta\">{}</p>",
+            esc(&crate::analyze::resolution::line(r))
+        );
+        for w in &r.slow {
+            let _ = writeln!(o, "<p class=\"sus\">{}</p>", esc(w));
+        }
+    }
+}
+
+fn verdict_table(
+    o: &mut String,
+    l: &LoadAnalysis,
+    resolved: &[crate::analyze::resolution::Resolved],
+) {
     let _ = writeln!(
         o,
         "<h2>Verdict: <span class=\"v-{}\">{}</span></h2>",
@@ -263,6 +282,7 @@ fn verdict_table(o: &mut String, l: &LoadAnalysis) {
             f.limit_ms
         );
     }
+    resolution(o, resolved);
     if l.levels.is_empty() {
         return;
     }

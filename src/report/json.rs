@@ -29,6 +29,7 @@ pub fn value(a: &Analysis) -> serde_json::Value {
         "processes": a.processes,
         "exit_status": a.last_status,
         "gpu": a.gpu,
+        "resolution": a.resolution,
         "notes": a.notes.iter().map(|(t, level, text)| serde_json::json!({"t_s": t, "level": level, "text": text})).collect::<Vec<_>>(),
     });
     if let (Some(l), Some(o)) = (&a.load, v.as_object_mut()) {

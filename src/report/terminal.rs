@@ -2,6 +2,7 @@
 //! the stream is a terminal.
 
 use super::View;
+use crate::analyze::resolution::Resolved;
 use crate::analyze::soak::SoakAnalysis;
 use crate::analyze::verdict::{LevelRow, LoadAnalysis};
 use crate::analyze::Analysis;
@@ -19,6 +20,8 @@ pub struct Terminal {
 /// Lines `load` printed while it ran.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ShownLive {
+    /// Each host name's first lookup (later ones are not said live).
+    pub resolution: bool,
     /// The connect floor line.
     pub floor: bool,
     /// The header and one row per level.
@@ -55,7 +58,7 @@ impl View for Terminal {
             o.push_str(&merged_block(self, m));
         }
         if let Some(l) = &a.load {
-            o.push_str(&load_block(self, l));
+            o.push_str(&load_block(self, l, &a.resolution));
         }
         if let Some(w) = &a.observed {
             o.push_str(&observed_block(self, w));
@@ -63,7 +66,7 @@ impl View for Terminal {
         o.push_str(&timeline(self, a));
         o.push_str(&gpu(self, a));
         if let Some(s) = &a.soak {
-            o.push_str(&soak_block(self, s));
+            o.push_str(&soak_block(self, s, &a.resolution));
         }
         if let Some(l) = &a.load {
             let sev = if l.verdict == "pass" { "info" } else { "bad" };
@@ -170,8 +173,24 @@ fn level_name(r: &LevelRow) -> String {
     crate::journal::level_name(r.concurrency, r.rate.as_ref().map(|x| x.rate_per_s))
 }
 
-fn load_block(t: &Terminal, l: &LoadAnalysis) -> String {
+/// Each host name the run resolved, once, and why a slow lookup was slow; what the live run said
+/// already (each name's first lookup) is not said again.
+fn resolution_block(t: &Terminal, rows: &[Resolved]) -> String {
     let mut o = String::new();
+    for r in rows {
+        if t.shown_live.resolution && r.again == 0 {
+            continue;
+        }
+        o.push_str(&format!("{}\n", crate::analyze::resolution::line(r)));
+        for w in &r.slow {
+            o.push_str(&t.paint("warn", &format!("  ! {w}\n")));
+        }
+    }
+    o
+}
+
+fn load_block(t: &Terminal, l: &LoadAnalysis, resolved: &[Resolved]) -> String {
+    let mut o = resolution_block(t, resolved);
     if let Some(f) = l.floor.as_ref().filter(|_| !t.shown_live.floor) {
         let m = f
             .median_ms
@@ -544,7 +563,7 @@ fn ms(s: f64) -> String {
 }
 
 /// The soak's figures after the timeline: kinds, memory, gauges, invariants, faults, verdict.
-fn soak_block(t: &Terminal, s: &SoakAnalysis) -> String {
+fn soak_block(t: &Terminal, s: &SoakAnalysis, resolved: &[Resolved]) -> String {
     use super::bytes;
     use crate::journal::secs;
     let mut o = String::new();
@@ -557,6 +576,9 @@ fn soak_block(t: &Terminal, s: &SoakAnalysis) -> String {
     ));
     if let Some(f) = s.connect_floor_ms {
         o.push_str(&format!("  connect floor {f:.2} ms\n"));
+    }
+    for line in resolution_block(t, resolved).lines() {
+        o.push_str(&format!("  {line}\n"));
     }
     if let Some(r) = &s.refused {
         o.push_str(&t.paint("bad", &format!("REFUSED: {r}\n")));
@@ -948,6 +970,78 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_slow_lookup_is_said_beside_the_floor_in_every_view_and_once_after_a_live_run() {
+        let resolved = |t_s: f64, took_s: f64, again: Option<&str>| {
+            (
+                t_s,
+                Event::Resolved {
+                    host: "app.test".into(),
+                    addrs: vec!["127.0.0.1".into()],
+                    took_s,
+                    again: again.map(Into::into),
+                    error: None,
+                    resolver: crate::journal::ResolverConf {
+                        nameservers: vec!["10.0.0.9".into(), "127.0.0.1".into()],
+                        ..Default::default()
+                    },
+                },
+            )
+        };
+        let settings = (
+            0.0,
+            Event::Settings(Settings {
+                load: Some(LoadSettings::default()),
+                ..Default::default()
+            }),
+        );
+        let a = analyze(&loaded(vec![
+            settings.clone(),
+            resolved(0.0, 5.01, None),
+            (0.1, end()),
+        ]));
+        let words = "resolving app.test took 5.0 s: the first nameserver in /etc/resolv.conf (10.0.0.9) did not answer (the resolver's 5 s timeout, glibc's default)";
+        let term = String::from_utf8(Terminal::default().render(&a).unwrap()).unwrap();
+        assert!(
+            term.contains("resolution: app.test → 127.0.0.1 in 5.0 s (once, not in any latency)"),
+            "{term}"
+        );
+        assert!(term.contains(&format!("  ! {words}")), "{term}");
+        let json = String::from_utf8(super::super::json::Json.render(&a).unwrap()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["resolution"][0]["slow"][0], words, "{v:#}");
+        let html = String::from_utf8(super::super::html::Html.render(&a).unwrap()).unwrap();
+        assert!(
+            html.contains(&super::super::html::esc(words)),
+            "the HTML says it too"
+        );
+        // Said live already: only a later lookup is said in the summary.
+        let live = Terminal {
+            shown_live: ShownLive {
+                resolution: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let summary = String::from_utf8(live.render(&a).unwrap()).unwrap();
+        assert!(!summary.contains("resolution:"), "{summary}");
+        let again = analyze(&loaded(vec![
+            settings,
+            resolved(0.0, 0.001, None),
+            resolved(20.0, 5.02, Some("every address stopped answering")),
+            (21.0, end()),
+        ]));
+        let summary = String::from_utf8(live.render(&again).unwrap()).unwrap();
+        assert!(
+            summary.contains("then 1 more time after every address stopped answering"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("! again: resolving app.test took 5.0 s"),
+            "{summary}"
+        );
+    }
+
+    #[test]
     fn the_rows_max_is_the_slowest_ok_request_and_the_give_up_time_stands_apart() {
         let a = level_with_a_slow_failure();
         let row = level_line(&a.load.as_ref().unwrap().levels[0]);
@@ -971,6 +1065,7 @@ pub(crate) mod tests {
         assert_eq!(full.matches(&level_header()).count(), 1, "{full}");
         let after_live = Terminal {
             shown_live: ShownLive {
+                resolution: true,
                 floor: true,
                 level_rows: true,
             },
