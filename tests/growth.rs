@@ -300,3 +300,205 @@ fn gunicorn_workers_killed_and_respawned_are_still_workers() {
         of_kind(&lines, "helpers")
     );
 }
+
+/// A plan whose two drivers send `/call` steadily from the start (no idle phase first).
+fn steady_plan(dir: &Path) -> PathBuf {
+    let p = dir.join("steady.toml");
+    std::fs::write(
+        &p,
+        r#"
+duration = "6s"
+interval = "1s"
+timeout = "5s"
+[target]
+base_url = "http://127.0.0.1:1"
+[kinds.call]
+path = "/call"
+[[drivers]]
+count = 2
+cycle = ["steady"]
+steady = { requests = 5, gap = ["50ms", "100ms"] }
+"#,
+    )
+    .unwrap();
+    p
+}
+
+/// `witness soak` of the steady plan against `server` (given its port): exit code, stderr, report.
+fn soak(
+    tag: &str,
+    server: &dyn Fn(u16) -> Vec<String>,
+) -> (Option<i32>, String, serde_json::Value) {
+    let dir = tempdir(tag);
+    let port = free_port();
+    let report = dir.join("r.json");
+    let out = run_bounded(
+        Command::new(witness())
+            .arg("soak")
+            .arg("--plan")
+            .arg(steady_plan(&dir))
+            .args(["--base-url", &format!("http://127.0.0.1:{port}")])
+            .args(["--gpu", "off", "--sample-interval", "500ms"])
+            .arg("--journal")
+            .arg(dir.join("j.jsonl"))
+            .arg("--report")
+            .arg(&report)
+            .arg("--")
+            .args(server(port)),
+        Duration::from_secs(90),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), stderr, json(&report))
+}
+
+/// Processes alive whose command line holds `marker` as one of its words.
+fn alive_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|w| w == marker.as_bytes()))
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}
+
+/// No memory figure read as `0 B` (a slope of "+0 B/s" is a slope, not a reading).
+fn no_zero_reading(stderr: &str) {
+    for zero in ["rss 0 B", " 0 B ->", "-> 0 B", "own 0 B"] {
+        assert!(!stderr.contains(zero), "{zero}: {stderr}");
+    }
+}
+
+/// A soak of tests/peers/child_leak.py, whose every `/call` starts `sleep SECONDS.PORT` (a
+/// duration unique to this run, to find its children by) and never reaps it; afterwards, no such
+/// child is left running. The verdict's reasons, the children's figures, stderr and the report.
+fn child_leak_soak(tag: &str, seconds: u32) -> (Vec<String>, serde_json::Value, String, String) {
+    let marker = std::cell::RefCell::new(String::new());
+    let (code, stderr, r) = soak(tag, &|port| {
+        *marker.borrow_mut() = format!("{seconds}.{port}");
+        vec![
+            "python3".into(),
+            repo()
+                .join("tests/peers/child_leak.py")
+                .display()
+                .to_string(),
+            port.to_string(),
+            marker.borrow().clone(),
+        ]
+    });
+    let marker = marker.into_inner();
+    let left = alive_with(&marker);
+    for pid in &left {
+        kill(*pid, 9);
+    }
+    assert!(left.is_empty(), "children left running: {left:?}");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(r["verdict"], "fail");
+    let reasons: Vec<String> = r["verdict_reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
+    assert!(
+        !reasons.iter().any(|s| s.contains("server memory grows")),
+        "the server's own memory is not what grew: {reasons:#?}\n{stderr}"
+    );
+    // No reading is `0 B`: the figure before is a ready server's.
+    no_zero_reading(&stderr);
+    assert!(r["resources"]["before"]["rss_bytes"].as_u64().unwrap() > 0);
+    assert!(r["resources"]["before"]["own_rss_bytes"].as_u64().unwrap() > 0);
+    let c = r["resources"]["children"].clone();
+    assert_eq!(c["class"], "growth", "{c:#}");
+    assert!(
+        c["after"].as_u64().unwrap() >= c["before"].as_u64().unwrap() + 20,
+        "{c:#}"
+    );
+    assert_ne!(r["resources"]["memory_trend"]["class"], "growth");
+    (reasons, c, stderr, marker)
+}
+
+/// Children that sleep through the soak: the tree's memory grows with them, and the soak fails
+/// naming the children, their command and their memory, with the server's own rss flat — not
+/// "server memory grows".
+#[test]
+fn a_soak_names_the_children_a_server_leaks_not_its_memory() {
+    let (reasons, c, stderr, marker) = child_leak_soak("growth-children", 30);
+    let named = reasons
+        .iter()
+        .find(|s| s.starts_with("the server's children grow: "))
+        .unwrap_or_else(|| panic!("the children named: {reasons:#?}\n{stderr}"));
+    assert!(
+        named.contains(&format!(
+            "`sleep {marker}` processes (all still running); their memory "
+        )),
+        "{named}"
+    );
+    assert!(
+        named.contains("; the server's own rss stays flat ("),
+        "{named}"
+    );
+    assert_eq!(c["command"], format!("sleep {marker}"), "{c:#}");
+    assert!(
+        c["memory_after_bytes"].as_u64().unwrap()
+            > c["memory_before_bytes"].as_u64().unwrap() + (20 << 20),
+        "{c:#}"
+    );
+    assert!(
+        stderr.contains(named.as_str()),
+        "the terminal says it: {stderr}"
+    );
+}
+
+/// Children that end at once and are never reaped: zombies pile up while memory stays flat; the
+/// soak names them as the server's children growing, zombies counted.
+#[test]
+fn a_soak_names_the_zombies_a_server_never_reaps() {
+    let (reasons, c, stderr, _) = child_leak_soak("growth-zombies", 0);
+    let named = reasons
+        .iter()
+        .find(|s| s.starts_with("the server's children grow: "))
+        .unwrap_or_else(|| panic!("the children named: {reasons:#?}\n{stderr}"));
+    assert!(named.contains("`sleep"), "{named}");
+    assert!(named.contains("zombies"), "{named}");
+    assert!(c["zombies"].as_u64().unwrap() >= 20, "{c:#}");
+}
+
+/// The twin: a server whose own heap grows (toy_server --leak) is still named as the server's
+/// memory growing, and its children (none) are not.
+#[test]
+fn a_soak_still_names_a_servers_own_heap_growth_as_its_memory() {
+    let (code, stderr, r) = soak("growth-heap", &|port| {
+        vec![
+            toy().display().to_string(),
+            "--port".into(),
+            port.to_string(),
+            "--leak".into(),
+            "256k".into(),
+        ]
+    });
+    assert_eq!(code, Some(1), "{stderr}");
+    let reasons: Vec<&str> = r["verdict_reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|s| s.starts_with("server memory grows: ")),
+        "{reasons:#?}\n{stderr}"
+    );
+    assert!(
+        !reasons.iter().any(|s| s.contains("children")),
+        "{reasons:#?}"
+    );
+    assert_eq!(r["resources"]["memory_trend"]["class"], "growth");
+    assert_ne!(r["resources"]["children"]["class"], "growth");
+    assert!(stderr.contains("memory: growth"), "{stderr}");
+    no_zero_reading(&stderr);
+}
