@@ -771,7 +771,8 @@ pub enum Event {
     },
 
     // ---- samples -------------------------------------------------------------------------------
-    /// The server process tree's resources from /proc.
+    /// The server process tree's resources from /proc: `rss_bytes`, `threads` and `fds` are the
+    /// whole tree's, `children` its processes below the root (zombies included).
     ProcSample {
         pid: u32,
         rss_bytes: u64,
@@ -779,6 +780,13 @@ pub enum Event {
         threads: u64,
         fds: u64,
         children: u64,
+        /// The root process's own resident memory; the rest of `rss_bytes` is its descendants'.
+        /// Absent in journals from before it was read apart.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        own_rss_bytes: Option<u64>,
+        /// The descendants by program, the most numerous first (at most a few).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kin: Vec<Kin>,
     },
     /// A container's resources from the engine's stats.
     ContainerSample {
@@ -910,6 +918,20 @@ impl Event {
 }
 
 /// One journal line after the header.
+/// One program's processes below the server in one reading of its tree.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Kin {
+    /// The program and its first words as one of them runs ("sleep 600"), or the kernel's name for
+    /// it when every one is a zombie.
+    pub command: String,
+    pub count: u64,
+    /// Of `count`, ended but never reaped by their parent.
+    #[serde(default)]
+    pub zombies: u64,
+    #[serde(default)]
+    pub rss_bytes: u64,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Record {
     pub t_s: f64,
@@ -1403,6 +1425,22 @@ pub fn default_path(dir: &Path, mode: &str, attempt: u32) -> PathBuf {
 }
 
 /// "1.5s", "90s", "2m", "250ms": durations for humans.
+/// Bytes for humans, in binary units as memory is sold: "512 B", "1.5 MiB", "79.6 GiB".
+pub fn bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v.abs() >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 pub fn secs(s: f64) -> String {
     if s >= 120.0 && (s % 60.0).abs() < 1e-9 {
         format!("{}m", (s / 60.0) as u64)

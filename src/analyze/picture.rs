@@ -1388,6 +1388,8 @@ mod tests {
             threads: 1,
             fds: 3,
             children: 0,
+            own_rss_bytes: None,
+            kin: vec![],
         };
         let mut ev: Vec<(f64, Event)> = (0..5000)
             .map(|i| {
@@ -1421,6 +1423,8 @@ mod tests {
             threads: 1,
             fds: 3,
             children: 0,
+            own_rss_bytes: None,
+            kin: vec![],
         };
         // pid 7 grows to 5 MB, is read once more as it exits (RSS 0), and pid 8 takes over at 2 MB.
         let ev = vec![

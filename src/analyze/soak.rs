@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::stats::{Latency, Summary};
 use super::trend::{classify, Trend, TrendClass};
 pub use crate::journal::latency_s;
-use crate::journal::{secs, Event, Outcome, Record, Settings};
+use crate::journal::{bytes, secs, Event, Kin, Outcome, Record, Settings};
 
 /// What the soak journals about itself in `Settings.extra.soak`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -70,11 +70,55 @@ pub struct KindRow {
 pub struct ProcRow {
     pub t_s: f64,
     pub pid: u32,
+    /// The whole tree's.
     pub rss_bytes: u64,
     pub cpu_pct: f64,
     pub threads: u64,
     pub fds: u64,
     pub children: u64,
+    /// The server process's own (the rest of `rss_bytes` is its children's), where it was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_rss_bytes: Option<u64>,
+    /// The children by program, the most numerous first (kept for the before and after readings).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kin: Vec<Kin>,
+}
+
+impl ProcRow {
+    /// The server process's own memory: its own where read apart, else the tree's.
+    fn own(&self) -> u64 {
+        self.own_rss_bytes.unwrap_or(self.rss_bytes)
+    }
+    /// The children's memory, where the server's own was read apart.
+    fn childrens(&self) -> Option<u64> {
+        self.own_rss_bytes
+            .map(|own| self.rss_bytes.saturating_sub(own))
+    }
+}
+
+/// The tree below the server over the soak: how many processes and how much memory, told apart
+/// from the server's own heap, and the program that grew.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChildrenTrend {
+    /// Growth when their number or their memory grows (and is still growing at the end).
+    pub class: TrendClass,
+    /// The words the verdict and the views use.
+    pub detail: String,
+    pub before: u64,
+    pub after: u64,
+    /// Their memory, where the server's own was read apart from it.
+    pub memory_before_bytes: Option<u64>,
+    pub memory_after_bytes: Option<u64>,
+    /// The program whose processes grew the most ("sleep 600"), its count before and after, and
+    /// how many of those after were zombies (ended, never reaped).
+    pub command: Option<String>,
+    pub command_before: u64,
+    pub command_after: u64,
+    pub zombies: u64,
+    /// The figures that decided it: the number of processes, and their memory.
+    pub count: Trend,
+    pub memory: Option<Trend>,
+    pub clean_baseline: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -112,7 +156,10 @@ pub struct Resources {
     pub peak: Option<Peaks>,
     /// Distinct server processes seen.
     pub processes: usize,
+    /// The server process's own memory (the tree's where its own was not read apart).
     pub memory_trend: MemoryTrend,
+    /// The processes below it; None where the tree was not read (a container).
+    pub children: Option<ChildrenTrend>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -554,16 +601,26 @@ pub fn analyze_soak(
         }
     }
     let m = &resources.memory_trend;
+    let overlapped = |clean: bool| {
+        if clean {
+            ""
+        } else {
+            " (an injected fault overlapped these readings)"
+        }
+    };
     if m.class == TrendClass::Growth && refused.is_none() {
         reasons.push(format!(
             "server memory grows: {}{}",
             m.detail,
-            if m.clean_baseline {
-                ""
-            } else {
-                " (an injected fault overlapped these readings)"
-            }
+            overlapped(m.clean_baseline)
         ));
+    }
+    if let Some(c) = resources
+        .children
+        .as_ref()
+        .filter(|c| c.class == TrendClass::Growth && refused.is_none())
+    {
+        reasons.push(format!("{}{}", c.detail, overlapped(c.clean_baseline)));
     }
     let counted = totals.requests
         - totals.rejected
@@ -668,6 +725,7 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
     let mut rows: Vec<ProcRow> = recs
         .iter()
         .filter_map(|r| match &r.event {
+            // RSS 0 is a process caught exiting (or a zombie), not a reading of its memory.
             Event::ProcSample {
                 pid,
                 rss_bytes,
@@ -675,7 +733,9 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
                 threads,
                 fds,
                 children,
-            } => Some(ProcRow {
+                own_rss_bytes,
+                ..
+            } if *rss_bytes > 0 => Some(ProcRow {
                 t_s: r.t_s,
                 pid: *pid,
                 rss_bytes: *rss_bytes,
@@ -683,6 +743,8 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
                 threads: *threads,
                 fds: *fds,
                 children: *children,
+                own_rss_bytes: *own_rss_bytes,
+                kin: vec![],
             }),
             _ => None,
         })
@@ -706,6 +768,8 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
                     threads: *pids,
                     fds: 0,
                     children: 0,
+                    own_rss_bytes: None,
+                    kin: vec![],
                 }),
                 _ => None,
             })
@@ -714,15 +778,23 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
     if rows.is_empty() {
         source = "none";
     }
+    // The server when the workload began: the last reading of it ready (a reading while it was
+    // still starting is a process half loaded), else its first reading after.
+    let ready = recs.iter().find_map(|r| match &r.event {
+        Event::Ready { ok: true, .. } => Some(r.t_s),
+        _ => None,
+    });
     let before = match t0 {
         Some(t0) => rows
             .iter()
             .rev()
-            .find(|r| r.t_s <= t0)
-            .or(rows.first())
-            .cloned(),
-        None => rows.first().cloned(),
-    };
+            .find(|r| r.t_s <= t0 && ready.is_none_or(|t| r.t_s >= t))
+            .or_else(|| rows.iter().find(|r| r.t_s >= t0))
+            .or(rows.first()),
+        None => rows.first(),
+    }
+    .map(|r| with_kin(recs, r));
+    let after = rows.last().map(|r| with_kin(recs, r));
     let peak = (!rows.is_empty()).then(|| Peaks {
         rss_bytes: rows.iter().map(|r| r.rss_bytes).max().unwrap_or(0),
         cpu_pct: rows.iter().map(|r| r.cpu_pct).fold(0.0, f64::max),
@@ -732,11 +804,11 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
     });
     // The trend of one process's memory: across a restart the series would start over. The workload's
     // readings only (from its start), of the process with the most of them.
-    let mut by_pid: Vec<(u32, Vec<(f64, f64)>)> = Vec::new();
+    let mut by_pid: Vec<(u32, Vec<&ProcRow>)> = Vec::new();
     for r in rows.iter().filter(|r| t0.is_none_or(|t| r.t_s >= t)) {
         match by_pid.iter_mut().find(|(p, _)| *p == r.pid) {
-            Some((_, v)) => v.push((r.t_s, r.rss_bytes as f64)),
-            None => by_pid.push((r.pid, vec![(r.t_s, r.rss_bytes as f64)])),
+            Some((_, v)) => v.push(r),
+            None => by_pid.push((r.pid, vec![r])),
         }
     }
     let processes = {
@@ -746,8 +818,10 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
         p.len()
     };
     let longest = by_pid.iter().max_by_key(|(_, v)| v.len());
-    let series: &[(f64, f64)] = longest.map(|(_, v)| v.as_slice()).unwrap_or(&[]);
-    let mut figures = classify(series);
+    let readings: &[&ProcRow] = longest.map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+    // The server's own memory, apart from its children's where it was read apart.
+    let series: Vec<(f64, f64)> = readings.iter().map(|r| (r.t_s, r.own() as f64)).collect();
+    let mut figures = classify(&series);
     // A small process's RSS rises in the allocator's steps as load warms it (a few hundred KiB
     // for a 2 MiB server in a 7 s soak): under MIN_RSS_GROWTH_BYTES it is not called a leak,
     // whatever its share of the level.
@@ -760,8 +834,8 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
             grew.max(0.0) / 1024.0
         );
     }
-    let clean = match (series.first(), series.last()) {
-        (Some(a), Some(b)) => !windows.iter().any(|&(s, e)| s <= b.0 && e >= a.0),
+    let clean = match (readings.first(), readings.last()) {
+        (Some(a), Some(b)) => !windows.iter().any(|&(s, e)| s <= b.t_s && e >= a.t_s),
         _ => true,
     };
     let mut detail = figures.detail.clone();
@@ -774,10 +848,19 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
             );
         }
     }
+    let children = (source == "process" && !readings.is_empty()).then(|| {
+        children_trend(
+            recs,
+            readings,
+            before.as_ref().filter(|b| b.pid == readings[0].pid),
+            &figures,
+            clean,
+        )
+    });
     Resources {
         source: source.into(),
         before,
-        after: rows.last().cloned(),
+        after,
         samples: rows.len(),
         peak,
         processes,
@@ -789,6 +872,169 @@ fn resources(recs: &[Record], t0: Option<f64>, windows: &[(f64, f64)]) -> Resour
             clean_baseline: clean,
             figures,
         },
+        children,
+    }
+}
+
+/// `row` with the children by program its reading named (kept for the few rows a report shows).
+fn with_kin(recs: &[Record], row: &ProcRow) -> ProcRow {
+    let kin = recs
+        .iter()
+        .find_map(|r| match &r.event {
+            Event::ProcSample { pid, kin, .. } if *pid == row.pid && r.t_s == row.t_s => {
+                Some(kin.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_default();
+    ProcRow { kin, ..row.clone() }
+}
+
+/// Children fewer than this more over a soak are a pool settling, not a leak of processes.
+pub const MIN_CHILDREN_GROWTH: f64 = 5.0;
+
+/// The tree below the server over `readings` (one server process's, from the workload's start):
+/// its process count and its memory, each classified as the server's memory is, and the program
+/// that grew named from the first and last readings' children by program.
+fn children_trend(
+    recs: &[Record],
+    readings: &[&ProcRow],
+    before: Option<&ProcRow>,
+    own: &Trend,
+    clean: bool,
+) -> ChildrenTrend {
+    let count_series: Vec<(f64, f64)> = readings
+        .iter()
+        .map(|r| (r.t_s, r.children as f64))
+        .collect();
+    let mut count = classify(&count_series);
+    if count.class == TrendClass::Growth
+        && count.last_third_median - count.first_third_median < MIN_CHILDREN_GROWTH
+    {
+        count.class = TrendClass::Flat;
+        count.detail = format!(
+            "{}; but fewer than {MIN_CHILDREN_GROWTH} processes more: not called growth",
+            count.detail
+        );
+    }
+    let memory_series: Option<Vec<(f64, f64)>> = readings
+        .iter()
+        .map(|r| r.childrens().map(|b| (r.t_s, b as f64)))
+        .collect();
+    let memory = memory_series.map(|m| {
+        let mut t = classify(&m);
+        if t.class == TrendClass::Growth
+            && t.last_third_median - t.first_third_median < MIN_RSS_GROWTH_BYTES
+        {
+            t.class = TrendClass::Flat;
+        }
+        t
+    });
+    let first = before
+        .cloned()
+        .unwrap_or_else(|| with_kin(recs, readings[0]));
+    let last = with_kin(recs, readings[readings.len() - 1]);
+    // The program that grew the most, from the first reading's children to the last's: the same
+    // words, else the same program (a reading names one of its processes, which may differ).
+    let program = |c: &str| c.split(' ').next().unwrap_or("").to_string();
+    let was = |cmd: &str| {
+        let k = first.kin.iter().find(|k| k.command == cmd).or_else(|| {
+            first
+                .kin
+                .iter()
+                .find(|k| program(&k.command) == program(cmd))
+        });
+        k.map(|k| k.count).unwrap_or(0)
+    };
+    let grown: Option<&Kin> = last
+        .kin
+        .iter()
+        .max_by_key(|k| k.count.saturating_sub(was(&k.command)));
+    let memory_grows = memory
+        .as_ref()
+        .is_some_and(|m| m.class == TrendClass::Growth);
+    let class = if count.class == TrendClass::Growth || memory_grows {
+        TrendClass::Growth
+    } else if count.class == TrendClass::TooFewSamples {
+        TrendClass::TooFewSamples
+    } else if count.class == TrendClass::Sawtooth
+        || memory
+            .as_ref()
+            .is_some_and(|m| m.class == TrendClass::Sawtooth)
+    {
+        TrendClass::Sawtooth
+    } else {
+        TrendClass::Flat
+    };
+    let (b, a) = (first.children, last.children);
+    let mem = |r: &ProcRow| r.childrens();
+    let their_memory = match (mem(&first), mem(&last)) {
+        // No children hold no memory: "0", not a reading of "0 B".
+        (Some(x), Some(y)) if x > 0 || y > 0 => {
+            let b = |v: u64| if v == 0 { "0".into() } else { bytes(v as f64) };
+            format!("; their memory {} -> {}", b(x), b(y))
+        }
+        _ => String::new(),
+    };
+    let own_words = match (first.own_rss_bytes, last.own_rss_bytes) {
+        (Some(x), Some(y)) if own.class == TrendClass::Growth => format!(
+            "; the server's own rss grows too: {} -> {}",
+            bytes(x as f64),
+            bytes(y as f64)
+        ),
+        (Some(x), Some(y)) => format!(
+            "; the server's own rss {} ({} -> {})",
+            match own.class {
+                TrendClass::Sawtooth => "rises and falls back",
+                TrendClass::TooFewSamples => "was read too few times to tell",
+                _ => "stays flat",
+            },
+            bytes(x as f64),
+            bytes(y as f64)
+        ),
+        _ => String::new(),
+    };
+    let who = match grown {
+        Some(k) => {
+            let zombies = match k.zombies {
+                0 => "all still running".to_string(),
+                z if z == k.count => "all zombies: ended, never reaped".to_string(),
+                z => format!("zombies: {z}, ended and never reaped"),
+            };
+            if k.count == a && was(&k.command) == b {
+                format!("{b} -> {a} `{}` processes ({zombies})", k.command)
+            } else {
+                format!(
+                    "{b} -> {a} processes, `{}` {} -> {} of them ({zombies})",
+                    k.command,
+                    was(&k.command),
+                    k.count
+                )
+            }
+        }
+        None => format!("{b} -> {a} processes"),
+    };
+    let detail = if count.class == TrendClass::Growth {
+        format!("the server's children grow: {who}{their_memory}{own_words}")
+    } else if memory_grows {
+        format!("the server's children's memory grows: {who}{their_memory}{own_words}",)
+    } else {
+        format!("the server's children stay {class}: {who}{their_memory}")
+    };
+    ChildrenTrend {
+        class,
+        detail,
+        before: b,
+        after: a,
+        memory_before_bytes: mem(&first),
+        memory_after_bytes: mem(&last),
+        command: grown.map(|k| k.command.clone()),
+        command_before: grown.map(|k| was(&k.command)).unwrap_or(0),
+        command_after: grown.map(|k| k.count).unwrap_or(0),
+        zombies: grown.map(|k| k.zombies).unwrap_or(0),
+        count,
+        memory,
+        clean_baseline: clean,
     }
 }
 
@@ -970,6 +1216,8 @@ mod tests {
                 threads: 4,
                 fds: 9,
                 children: 0,
+                own_rss_bytes: None,
+                kin: vec![],
             },
         )
     }
@@ -1299,5 +1547,149 @@ mod tests {
         let a = run(ev);
         assert_eq!(a.verdict, "incomplete");
         assert!(a.reasons[0].contains("4.2s of 10m"), "{:?}", a.reasons);
+    }
+
+    /// One reading of a server (own memory `own`) with `kids` children of one program, `zombies`
+    /// of them ended, each other holding `each` bytes.
+    fn tree(t: f64, own: u64, kids: u64, zombies: u64, each: u64, command: &str) -> (f64, Event) {
+        let kid_rss = (kids - zombies) * each;
+        (
+            t,
+            Event::ProcSample {
+                pid: 10,
+                rss_bytes: own + kid_rss,
+                cpu_pct: 1.0,
+                threads: 4 + kids,
+                fds: 9,
+                children: kids,
+                own_rss_bytes: Some(own),
+                kin: if kids == 0 {
+                    vec![]
+                } else {
+                    vec![Kin {
+                        command: command.into(),
+                        count: kids,
+                        zombies,
+                        rss_bytes: kid_rss,
+                    }]
+                },
+            },
+        )
+    }
+
+    fn soak_of(readings: impl Fn(u32) -> (f64, Event)) -> SoakAnalysis {
+        let mut ev = vec![(0.0, settings(30.0)), interval(0.0, 0, 0)];
+        for i in 0..30 {
+            ev.push(readings(i));
+            ev.push(req("embed", i as f64 + 0.2, 0.01, Outcome::Ok, None));
+            ev.push(interval(i as f64 + 1.0, i + 1, i as u64 + 1));
+        }
+        ev.push(end(false, "done"));
+        run(ev)
+    }
+
+    /// A child per request never reaped: the tree's memory grows, but the server's own does not;
+    /// the children and their program are named, with their zombies, and not the server's memory.
+    #[test]
+    fn children_that_pile_up_are_named_apart_from_the_servers_own_memory() {
+        let a = soak_of(|i| {
+            tree(
+                i as f64 + 0.5,
+                30 * MB,
+                5 * i as u64,
+                2 * i as u64,
+                2 * MB,
+                "sleep 600",
+            )
+        });
+        assert_eq!(a.verdict, "fail");
+        assert_eq!(
+            a.resources.memory_trend.class,
+            TrendClass::Flat,
+            "{:?}",
+            a.resources.memory_trend
+        );
+        let c = a.resources.children.as_ref().unwrap();
+        assert_eq!(c.class, TrendClass::Growth);
+        assert_eq!(c.command.as_deref(), Some("sleep 600"));
+        assert_eq!((c.before, c.after, c.zombies), (0, 145, 58));
+        assert_eq!(a.reasons.len(), 1, "{:?}", a.reasons);
+        assert_eq!(
+            a.reasons[0],
+            "the server's children grow: 0 -> 145 `sleep 600` processes (zombies: 58, ended and never reaped); their memory 0 -> 174.0 MiB; the server's own rss stays flat (30.0 MiB -> 30.0 MiB)"
+        );
+    }
+
+    /// A pre-fork pool of four whose workers' heaps grow: their memory is named, not their number.
+    #[test]
+    fn a_pools_growing_memory_is_the_childrens_not_the_servers() {
+        let a = soak_of(|i| {
+            tree(
+                i as f64 + 0.5,
+                30 * MB,
+                4,
+                0,
+                20 * MB + i as u64 * MB,
+                "gunicorn: worker",
+            )
+        });
+        let c = a.resources.children.as_ref().unwrap();
+        assert_eq!(c.class, TrendClass::Growth);
+        assert_eq!(c.count.class, TrendClass::Flat);
+        assert!(
+            a.reasons[0].starts_with("the server's children's memory grows: 4 -> 4 `gunicorn: worker` processes (all still running); their memory 80.0 MiB -> 196.0 MiB"),
+            "{:?}",
+            a.reasons
+        );
+        // The same pool, steady: nothing to say.
+        let a = soak_of(|i| tree(i as f64 + 0.5, 30 * MB, 4, 0, 20 * MB, "gunicorn: worker"));
+        assert_eq!(a.verdict, "pass", "{:?}", a.reasons);
+        assert_eq!(
+            a.resources.children.as_ref().unwrap().class,
+            TrendClass::Flat
+        );
+        // Helpers that come and go (0 to 3 at a time) are not a leak of processes.
+        let a = soak_of(|i| tree(i as f64 + 0.5, 30 * MB, (i % 4) as u64, 0, MB, "git"));
+        assert_eq!(a.verdict, "pass", "{:?}", a.reasons);
+    }
+
+    /// A reading of a process caught exiting (RSS 0) is no reading of its memory, and the figure
+    /// before the workload is the server's once ready (here its first reading after the workload
+    /// began), not one of it still starting (3 MB, before it answered its health check).
+    #[test]
+    fn the_reading_before_is_a_ready_servers_never_0_b() {
+        let mut ev = vec![
+            (0.0, settings(30.0)),
+            rss(0.01, 10, 0),
+            rss(0.02, 10, 3 * MB),
+            (
+                0.3,
+                Event::Ready {
+                    ok: true,
+                    waited_s: 0.3,
+                    url: "http://x/health".into(),
+                    detail: None,
+                    output: vec![],
+                },
+            ),
+            interval(0.5, 0, 0),
+        ];
+        for i in 0..10 {
+            ev.push(rss(i as f64 + 1.0, 10, 20 * MB));
+            ev.push(interval(i as f64 + 1.5, i + 1, 0));
+        }
+        ev.push(end(false, "done"));
+        let a = run(ev);
+        assert_eq!(a.resources.before.as_ref().unwrap().rss_bytes, 20 * MB);
+        assert_eq!(a.resources.samples, 11, "the RSS 0 reading is not one");
+        // Readings only of a process exiting: none to tell.
+        let a = run(vec![
+            (0.0, settings(30.0)),
+            rss(0.01, 10, 0),
+            interval(0.5, 0, 0),
+            end(false, "done"),
+        ]);
+        assert!(a.resources.before.is_none());
+        assert_eq!(a.resources.source, "none");
     }
 }

@@ -151,6 +151,20 @@ fn soak_summary(o: &mut String, a: &Analysis) {
             super::bytes(m.slope_bytes_per_s),
             esc(&m.detail)
         );
+        let had = s.resources.peak.as_ref().is_some_and(|p| p.children > 0);
+        if let Some(c) = s.resources.children.as_ref().filter(|_| had) {
+            let _ = writeln!(
+                o,
+                "<p{}>server's children: <b>{}</b>: {}</p>",
+                if c.class == crate::analyze::trend::TrendClass::Growth {
+                    " class=\"sus\""
+                } else {
+                    ""
+                },
+                c.class,
+                esc(&c.detail)
+            );
+        }
     }
     o.push_str("<table><tr><th>kind</th><th>requests</th><th>ok</th><th>rejected</th><th>timeouts</th><th>errors</th><th>p50</th><th>p95</th><th>p99</th><th>max</th><th>baseline</th></tr>\n");
     for k in s.kinds.iter().chain(std::iter::once(&s.totals)) {

@@ -30,18 +30,4 @@ pub fn write_file(
         .with_context(|| format!("writing {} ({flag})", path.display()))
 }
 
-/// Bytes for humans, in binary units as memory is sold: "512 B", "1.5 MiB", "79.6 GiB".
-pub fn bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b;
-    let mut u = 0;
-    while v.abs() >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+pub use crate::journal::bytes;

@@ -632,32 +632,59 @@ fn soak_block(t: &Terminal, s: &SoakAnalysis, resolved: &[Resolved]) -> String {
     let r = &s.resources;
     let m = &r.memory_trend;
     // A soak that never started has no trend to tell, whatever a sampler read meanwhile.
-    if let (Some(b), Some(a), None) = (&r.before, &r.after, &s.refused) {
+    if let (Some(a), None) = (&r.after, &s.refused) {
         let sev = if m.class == crate::analyze::trend::TrendClass::Growth {
             "bad"
         } else {
             ""
         };
+        // Before the first reading there is no figure: said so, never as 0.
+        let was = |f: fn(&crate::analyze::soak::ProcRow) -> String| {
+            r.before
+                .as_ref()
+                .map(f)
+                .unwrap_or_else(|| "not read yet".into())
+        };
+        let own = match (
+            r.before.as_ref().and_then(|b| b.own_rss_bytes),
+            a.own_rss_bytes,
+        ) {
+            (Some(b), Some(x)) => format!(
+                " (the server's own {} -> {})",
+                bytes(b as f64),
+                bytes(x as f64)
+            ),
+            (None, Some(x)) => format!(" (the server's own not read yet -> {})", bytes(x as f64)),
+            _ => String::new(),
+        };
         let line = format!(
-            "  memory: {} ({}{}/s): {}\n  rss {} -> {} (peak {}); threads {} -> {}; fds {} -> {}; children {} -> {}; {} readings{}",
+            "  memory: {} ({}{}/s): {}\n  rss {} -> {}{own} (peak {}); threads {} -> {}; fds {} -> {}; children {} -> {}; {} readings{}",
             m.class,
             if m.slope_bytes_per_s >= 0.0 { "+" } else { "-" },
             bytes(m.slope_bytes_per_s.abs()),
             m.detail,
-            bytes(b.rss_bytes as f64),
+            was(|b| bytes(b.rss_bytes as f64)),
             bytes(a.rss_bytes as f64),
             bytes(r.peak.as_ref().map(|p| p.rss_bytes).unwrap_or(0) as f64),
-            b.threads,
+            was(|b| b.threads.to_string()),
             a.threads,
-            b.fds,
+            was(|b| b.fds.to_string()),
             a.fds,
-            b.children,
+            was(|b| b.children.to_string()),
             a.children,
             r.samples,
             if m.clean_baseline { "" } else { " [not a clean baseline: a fault overlapped]" }
         );
         o.push_str(&t.paint(sev, &line));
         o.push('\n');
+        // A server that never had a child has nothing to say about them.
+        let had = r.peak.as_ref().is_some_and(|p| p.children > 0);
+        if let Some(c) = r.children.as_ref().filter(|_| had) {
+            let grows = c.class == crate::analyze::trend::TrendClass::Growth;
+            let line = format!("  {}", c.detail);
+            o.push_str(&t.paint(if grows { "bad" } else { "" }, &line));
+            o.push('\n');
+        }
     }
     if !s.gauges.is_empty() {
         o.push_str("  gauges:\n");

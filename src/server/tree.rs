@@ -8,17 +8,20 @@
 //! wait as subreaper (`wait`), the parent's log line naming its pid (`log_line`), else `unknown`
 //! ("gone, status unknown").
 //!
-//! Workers and helpers apart: a descendant that listens on a socket, lives longer than
-//! [`HELPER_AGE_S`], or has a sibling of its command under the same parent that stays (a pre-fork
-//! pool) is a worker, journalled as today. A child that exits younger, with none of those, is a
-//! helper (an MCP server's `git` per call): its command's first [`HELPERS_JOURNALLED`] are
-//! journalled one by one (marked `helper`), the rest only counted per command in bounded state
-//! (how many, how long they lived, how they ended) and written as one `helpers` event when the tree
-//! stops — except abnormal ends (a signal, a non-zero exit), journalled up to
-//! [`ABNORMAL_JOURNALLED`] per command so a failure around one can name it. Whether a child is a
-//! helper is known only when it exits young, so a command's `worker_start` is held back only once
-//! that command has been seen short-lived [`HELPERS_JOURNALLED`] times, and written after all should
-//! the child outlive the age or be found a worker.
+//! Workers and helpers apart, by each child's own life: a descendant that listens on a socket or
+//! lives longer than [`HELPER_AGE_S`] is a worker, journalled as today. A child that exits younger
+//! and never listened is a helper (an MCP server's `git` per call), whatever its siblings are: a
+//! long-lived `git cat-file` beside the short ones does not make them a pool. A command's first
+//! [`HELPERS_JOURNALLED`] helpers are journalled one by one (marked `helper`), the rest only counted
+//! per command in bounded state (how many, how long they lived, how they ended) and written as one
+//! `helpers` event when the tree stops — except abnormal ends (a signal, a non-zero exit), whose
+//! first [`ABNORMAL_EACH`] of each kind per command (at most [`ABNORMAL_JOURNALLED`] in all) are
+//! journalled so a failure around one can name it; an end a command's helpers keep having (GitPython
+//! ends its `cat-file` with SIGTERM) is their routine and only counted. So a server making helpers
+//! per call journals a bounded number of process events whatever the number of calls. Whether a
+//! child is a helper is known only when it exits young, so a command's `worker_start` is held back
+//! only once that command has been seen short-lived [`HELPERS_JOURNALLED`] times, and written after
+//! all should the child outlive the age.
 //!
 //! The root's own state is watched too: a root in process state T (SIGSTOP, a debugger) is said to
 //! be "stopped", which is neither dead nor wedged.
@@ -36,12 +39,15 @@ use crate::journal::{Event, Journal};
 
 /// How often /proc is read for the tree.
 pub const POLL: Duration = Duration::from_millis(100);
-/// A child that exits younger than this (and neither listens nor is one of a pool) is a helper.
+/// A child that exits younger than this (and never listened) is a helper.
 pub const HELPER_AGE_S: f64 = 3.0;
 /// A command's helpers journalled one by one before the rest are only counted.
 pub const HELPERS_JOURNALLED: u64 = 20;
-/// A command's abnormal helper ends journalled one by one beyond those.
+/// A command's abnormal helper ends journalled one by one beyond those, in all.
 pub const ABNORMAL_JOURNALLED: u64 = 100;
+/// Of those, the most of one kind of end ("SIGTERM", "exit 1") per command: past it, that end is
+/// the command's routine, counted in its `helpers` event.
+pub const ABNORMAL_EACH: u64 = 10;
 /// The most commands counted apart; the rest share one row.
 const COMMANDS: usize = 32;
 
@@ -240,21 +246,14 @@ struct Vanished {
     t_s: f64,
     age_s: f64,
     looks: u32,
-    /// A live sibling of the same command under the same parent has stayed past [`HELPER_AGE_S`].
-    pool: bool,
 }
 
-/// Whether `m` is one of a pre-fork pool: a live sibling of the same command under the same parent
-/// has stayed past a helper's age.
-fn in_pool<'a>(live: impl IntoIterator<Item = &'a Member>, m: &Member) -> bool {
-    live.into_iter()
-        .any(|o| o.ppid == m.ppid && o.command == m.command && o.age_s() >= HELPER_AGE_S)
-}
-
-/// Whether a child that ended is a helper: it died young, held no listening socket and was not one
-/// of a pool. Anything else is a worker, journalled as one.
-fn is_helper(age_s: f64, listens: bool, pool: bool) -> bool {
-    age_s < HELPER_AGE_S && !listens && !pool
+/// Whether a child is (still) a helper by its own life: younger than a helper's age and holding no
+/// listening socket. Decided here alone, for the journal and the helpers' count alike; its siblings
+/// play no part (a long-lived child of the same command is a worker by its own life, and the short
+/// ones beside it stay helpers). Anything else is a worker, journalled as one.
+fn is_helper(age_s: f64, listens: bool) -> bool {
+    age_s < HELPER_AGE_S && !listens
 }
 
 /// The command a helper is counted under: the program's name and up to two more words, bounded (a
@@ -305,6 +304,22 @@ impl Book {
         self.min_s = self.min_s.min(age_s);
         self.max_s = self.max_s.max(age_s);
         *self.ends.entry(end).or_default() += 1;
+    }
+
+    /// Counts a helper that ended, and says whether it is journalled one by one: its start was
+    /// (not held back), or its end is abnormal and not yet the command's routine.
+    fn admit(&mut self, age_s: f64, end: String, abnormal: bool, held: bool) -> bool {
+        let routine = self.ends.get(&end).copied().unwrap_or(0) >= ABNORMAL_EACH;
+        self.count(age_s, end);
+        let write =
+            !held || (abnormal && !routine && self.abnormal_journalled < ABNORMAL_JOURNALLED);
+        if write {
+            self.journalled += 1;
+            if held {
+                self.abnormal_journalled += 1;
+            }
+        }
+        write
     }
 
     fn event(&self, command: &str) -> Event {
@@ -438,13 +453,11 @@ fn watch(
                         w.forget(pid);
                     }
                     let age_s = m.age_s();
-                    let pool = in_pool(members.values(), &m);
                     pending.push(Vanished {
                         member: m,
                         t_s,
                         age_s,
                         looks: 0,
-                        pool,
                     });
                 }
             }
@@ -481,7 +494,7 @@ fn watch(
             // A held-back child that outlived a helper's age is a worker after all.
             for m in members.values_mut() {
                 if let Some(at) = m.held {
-                    if m.age_s() >= HELPER_AGE_S {
+                    if !is_helper(m.age_s(), m.listens) {
                         journal.emit_at(at, start_of(m));
                         m.held = None;
                     }
@@ -533,23 +546,13 @@ fn watch(
                     None => ("gone, status unknown".to_string(), "unknown", None, None),
                 },
             };
-            let helper = is_helper(v.age_s, v.member.listens, v.pool);
-            let mut write = true;
+            let helper = is_helper(v.age_s, v.member.listens);
             if helper {
                 let (end, abnormal) = helper_end(code, signal.as_deref());
                 let book = book_for(&mut books, &helper_key(&v.member.command));
-                book.count(v.age_s, end);
-                match v.member.held {
-                    None => book.journalled += 1,
-                    Some(_) if abnormal && book.abnormal_journalled < ABNORMAL_JOURNALLED => {
-                        book.abnormal_journalled += 1;
-                        book.journalled += 1;
-                    }
-                    Some(_) => write = false,
+                if !book.admit(v.age_s, end, abnormal, v.member.held.is_some()) {
+                    return false;
                 }
-            }
-            if !write {
-                return false;
             }
             if let Some(at) = v.member.held {
                 journal.emit_at(at, start_of(&v.member));
@@ -851,32 +854,44 @@ mod tests {
     }
 
     #[test]
-    fn a_child_is_a_worker_if_it_listens_stays_or_belongs_to_a_pool() {
-        let member = |pid, ppid, cmd: &str, age| Member {
-            pid,
-            ppid,
-            start_time: 1,
-            command: vec![cmd.to_string()],
-            seen: Instant::now(),
-            age_when_seen: age,
-            listens: false,
-            held: None,
-        };
-        // A pool: worker 11 has stayed; 12, of the same command under the same parent, died young.
-        let live = [member(11, 10, "worker", 60.0), member(13, 10, "git", 0.01)];
-        assert!(in_pool(&live, &member(12, 10, "worker", 0.5)));
+    fn a_child_is_a_helper_by_its_own_life() {
+        assert!(is_helper(0.12, false));
         assert!(
-            !in_pool(&live, &member(14, 10, "git", 0.5)),
-            "git's siblings are young"
+            !is_helper(0.12, true),
+            "it listened: a pre-fork worker, however young"
         );
+        assert!(!is_helper(HELPER_AGE_S, false), "it stayed");
+    }
+
+    /// GitPython ends half its `cat-file` helpers with SIGTERM: the first few are journalled, then
+    /// that end is the command's routine and only counted; a first SIGKILL after it still is.
+    #[test]
+    fn an_end_a_commands_helpers_keep_having_is_counted_not_journalled() {
+        let mut b = Book::new();
+        let mut written = 0;
+        for i in 0..10_000u64 {
+            let (end, abnormal) = if i % 2 == 0 {
+                helper_end(None, Some("SIGTERM"))
+            } else {
+                helper_end(Some(0), None)
+            };
+            // The first helpers are journalled from their start; the rest are held back.
+            written += b.admit(0.12, end, abnormal, i >= HELPERS_JOURNALLED) as u64;
+        }
+        assert_eq!(written, b.journalled);
         assert!(
-            !in_pool(&live, &member(15, 99, "worker", 0.5)),
-            "another parent's"
+            written <= HELPERS_JOURNALLED + ABNORMAL_EACH,
+            "{written} journalled of 10 000"
         );
-        assert!(is_helper(0.5, false, false));
-        assert!(!is_helper(0.5, true, false), "it listened");
-        assert!(!is_helper(0.5, false, true), "one of a pool");
-        assert!(!is_helper(HELPER_AGE_S, false, false), "it stayed");
+        assert_eq!(b.count, 10_000);
+        assert_eq!(b.ends["SIGTERM"], 5_000);
+        let (end, abnormal) = helper_end(None, Some("SIGKILL"));
+        assert!(
+            b.admit(0.12, end, abnormal, true),
+            "a first SIGKILL is named"
+        );
+        let (end, abnormal) = helper_end(Some(0), None);
+        assert!(!b.admit(0.12, end, abnormal, true));
     }
 
     #[test]
