@@ -7,11 +7,74 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::journal::{Event, Record};
+use super::ProcessLife;
+use crate::journal::{Event, Outcome, Record};
 
 /// A lifecycle event is "at the request's end" this long after it: the request's end and a log line
 /// or a reaped worker are noticed by different threads, a few milliseconds apart.
 pub const RESOLUTION_S: f64 = 0.25;
+/// How long after a request failed the server's exit may still be its cause: the connection (or
+/// pipe) closes as the process dies, and the exit is noticed by another thread a moment later.
+pub const EXIT_NOTICED_S: f64 = 0.5;
+
+/// A failure an exit makes: the connection or pipe closed with no answer. An answer (a status, a
+/// tool error, a JSON-RPC error) or witness's own limit ended the request by itself.
+fn cut_off(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Error { .. }) && !outcome.is_answer()
+}
+
+/// The server process whose exit can have caused a failed request (evidence before a cause): it
+/// exited while the request was in flight, or — for a failure an exit makes, with no answer — just
+/// after it failed, unasked ([`EXIT_NOTICED_S`]). An exit after an answer or after witness's own
+/// limit fired came later and caused nothing (mcp-server-time's clean exit once its client closed
+/// stdin, 0.14 s after a tool error). The closest to the request's end wins.
+pub fn exit_that_cut<'a>(
+    lives: &'a [ProcessLife],
+    start: f64,
+    end: f64,
+    outcome: &Outcome,
+) -> Option<&'a ProcessLife> {
+    let after = cut_off(outcome);
+    lives
+        .iter()
+        .filter(|l| {
+            l.spawn_t_s <= end
+                && l.exit_t_s.is_some_and(|x| {
+                    x >= start - 0.001
+                        && (x <= end || (after && !l.requested && x <= end + EXIT_NOTICED_S))
+                })
+        })
+        .min_by(|a, b| {
+            let d = |l: &ProcessLife| (l.exit_t_s.unwrap_or(end) - end).abs();
+            d(a).total_cmp(&d(b))
+        })
+}
+
+/// An unasked exit just after a failure that it did not cause ([`exit_that_cut`] said no): context
+/// for the annotation, in words that say "later".
+pub fn exit_later<'a>(
+    lives: &'a [ProcessLife],
+    start: f64,
+    end: f64,
+    outcome: &Outcome,
+) -> Option<&'a ProcessLife> {
+    if exit_that_cut(lives, start, end, outcome).is_some() {
+        return None;
+    }
+    lives
+        .iter()
+        .filter(|l| {
+            !l.requested
+                && l.spawn_t_s <= end
+                && l.exit_t_s
+                    .is_some_and(|x| x > end && x <= end + EXIT_NOTICED_S)
+        })
+        .min_by(|a, b| {
+            a.exit_t_s
+                .unwrap_or(end)
+                .total_cmp(&b.exit_t_s.unwrap_or(end))
+        })
+}
 /// The most happenings one annotation names.
 const MOST: usize = 3;
 /// Labels of lines that name a cause (a timer firing, a kill) rather than its aftermath.
@@ -148,12 +211,17 @@ impl Happenings {
 
     /// What happened between `start` and `end` (plus the clock's resolution), in words, oldest first.
     /// Lines already told (the dying server's last words) are left out. Of the log lines, those that
-    /// name a cause (a timeout, a kill) and those nearest the end are told.
-    pub fn during(&self, start: f64, end: f64, told: &[&str]) -> Vec<String> {
+    /// name a cause (a timeout, a kill) and those nearest the end are told. `answered`: the server
+    /// answered the request (a status, a tool error), so a worker that died after the answer did
+    /// not cause it and is left out; a line read just after it may still be the server's account.
+    pub fn during(&self, start: f64, end: f64, told: &[&str], answered: bool) -> Vec<String> {
         let inside: Vec<&(f64, What)> = self
             .items
             .iter()
-            .filter(|(t, _)| *t >= start - 0.001 && *t <= end + RESOLUTION_S)
+            .filter(|(t, w)| {
+                let died_after = *t > end && matches!(w, What::WorkerDied { .. });
+                *t >= start - 0.001 && *t <= end + RESOLUTION_S && !(answered && died_after)
+            })
             .collect();
         let mut lines: Vec<&(f64, What)> = inside
             .iter()
@@ -275,7 +343,7 @@ mod tests {
             log(3.4, "late line (pid:12)"),
         ];
         let h = Happenings::new(&recs);
-        let d = h.during(1.0, 3.0, &[]);
+        let d = h.during(1.0, 3.0, &[], false);
         assert_eq!(d.len(), 2, "{d:?}");
         assert_eq!(
             d[0],
@@ -285,7 +353,14 @@ mod tests {
             d[1],
             "worker pid 11 (gunicorn: worker) died: killed by SIGABRT (source: wait) 0.02 s after it failed"
         );
-        assert!(h.during(3.5, 4.0, &[]).is_empty());
+        assert!(h.during(3.5, 4.0, &[], false).is_empty());
+        // Answered at 3.0 s (a status): the worker that died after the answer did not cause it.
+        let d = h.during(1.0, 3.0, &[], true);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            d[0].starts_with("log line '[CRITICAL] WORKER TIMEOUT"),
+            "{d:?}"
+        );
     }
 }
 
@@ -328,7 +403,7 @@ mod helper_tests {
             },
             helper(1.3, 23, None, Some("SIGTERM")),
         ];
-        let d = Happenings::new(&recs).during(0.9, 1.3, &[]);
+        let d = Happenings::new(&recs).during(0.9, 1.3, &[], false);
         assert_eq!(d.len(), 2, "{d:?}");
         assert!(
             d[0].starts_with("helper pid 21 (git cat-file) died"),

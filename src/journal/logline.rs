@@ -81,8 +81,7 @@ pub fn is_frame(line: &str) -> bool {
     let t = t.trim_end();
     let indented = t.len() < line.trim_end().len();
     let located = t.ends_with(')')
-        || t
-            .rsplit_once(':')
+        || t.rsplit_once(':')
             .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
     indented && t.starts_with("at ") && located
 }
@@ -530,26 +529,36 @@ mod tests {
     #[test]
     fn a_traceback_in_a_field_is_read_for_what_happened_not_its_source_lines() {
         let tb = "Traceback (most recent call last):\n  File \"/srv/app.py\", line 8, in <module>\n  File \"/usr/lib/python3.11/selectors.py\", line 468, in select\n    fd_event_list = self._selector.poll(timeout, max_ev)\n                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\nSystemExit: 1";
-        let line = serde_json::json!({"levelname": "ERROR", "message": "worker stopped", "exc_info": tb})
-            .to_string();
+        let line =
+            serde_json::json!({"levelname": "ERROR", "message": "worker stopped", "exc_info": tb})
+                .to_string();
         let s = parse(&line).unwrap();
         assert!(!s.says_timeout(), "{:?}", s.words());
-        assert_eq!(s.words(), "worker stopped Traceback (most recent call last):\nSystemExit: 1");
+        assert_eq!(
+            s.words(),
+            "worker stopped Traceback (most recent call last):\nSystemExit: 1"
+        );
         // The same traceback ending in a real timeout still says one.
         let fired = tb.replace("SystemExit: 1", "TimeoutError: timed out");
-        let line = serde_json::json!({"level": "error", "msg": "poll failed", "error": fired}).to_string();
+        let line =
+            serde_json::json!({"level": "error", "msg": "poll failed", "error": fired}).to_string();
         assert!(parse(&line).unwrap().says_timeout());
     }
 
     #[test]
     fn frames_and_the_source_under_them_are_code_and_a_message_is_not() {
-        assert!(is_frame(r#"  File "/usr/lib/python3.11/selectors.py", line 468, in select"#));
+        assert!(is_frame(
+            r#"  File "/usr/lib/python3.11/selectors.py", line 468, in select"#
+        ));
         assert!(is_frame("    at Timeout._onTimeout (/app/index.js:5:11)"));
         assert!(is_frame("\tat com.example.Timeout.run(Timeout.java:12)"));
         assert!(is_frame("    at listOnTimeout node:internal/timers:569"));
         let source = "    fd_event_list = self._selector.poll(timeout)";
         assert!(is_quoted_code(source, true));
-        assert!(!is_quoted_code(source, false), "no frame above it: not known to be code");
+        assert!(
+            !is_quoted_code(source, false),
+            "no frame above it: not known to be code"
+        );
         for said in [
             "[2026-12-03 18:00:25 +0000] [2156] [CRITICAL] WORKER TIMEOUT (pid:2199)",
             "at 12:00 the upstream timed out",

@@ -964,7 +964,9 @@ mod tests {
     fn a_traceback_s_source_lines_are_code_not_a_timeout() {
         let (path, journal, mut sink) = stderr_sink_of_pid_5();
         sink.push(b"[2026-12-03 18:00:25 +0000] [2156] [CRITICAL] WORKER TIMEOUT (pid:2199)\n");
-        sink.push(b"Traceback (most recent call last):\n  File \"<string>\", line 8, in <module>\n");
+        sink.push(
+            b"Traceback (most recent call last):\n  File \"<string>\", line 8, in <module>\n",
+        );
         sink.push(b"  File \"/root/.pyenv/versions/3.11.7/lib/python3.11/selectors.py\", line 468, in select\n");
         sink.push(b"    fd_event_list = self._selector.poll(timeout, max_ev)\n");
         sink.push(b"                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n");
@@ -973,7 +975,9 @@ mod tests {
         sink.push(b"Stack (most recent call last):\n  File \"/srv/gunicorn/arbiter.py\", line 360, in sleep\n");
         sink.push(b"    ready = select.select([self.PIPE[0]], [], [], timeout)\n    at");
         sink.push(b" Timeout._onTimeout (/app/index.js:5:11)\n");
-        sink.push(b"upstream timed out (110: Connection timed out) while reading response header\n");
+        sink.push(
+            b"upstream timed out (110: Connection timed out) while reading response header\n",
+        );
         sink.finish();
         journal.flush().unwrap();
         let got: Vec<(String, String)> = logged(&path)
@@ -988,7 +992,10 @@ mod tests {
                     "[2026-12-03 18:00:25 +0000] [2156] [CRITICAL] WORKER TIMEOUT (pid:2199)"
                         .to_string()
                 ),
-                ("traceback".to_string(), "Traceback (most recent call last):".to_string()),
+                (
+                    "traceback".to_string(),
+                    "Traceback (most recent call last):".to_string()
+                ),
                 (
                     "traceback".to_string(),
                     "SystemExit: 1 (the exception ending a Python traceback)".to_string()
