@@ -245,6 +245,9 @@ fn suspicion(recs: &[Record], at: &[Failed], timer: Option<(f64, TimerSource)>) 
     }
 }
 
+/// A line saying a timeout fired: when, the line, the duration it names.
+type TimeoutLine<'a> = (f64, &'a str, Option<f64>);
+
 /// Failures each of which ended as the server logged that a timeout fired: that timer, however
 /// their durations spread. Its value is the line's own duration when it names one, else at most
 /// the shortest of them (a timer fires on time or late, never early). `failed` is sorted by
@@ -254,7 +257,7 @@ fn tied_to_timeout_lines(
     failed: &[Failed],
     named: &[(f64, TimerSource)],
 ) -> Option<(Suspicion, usize)> {
-    let lines: Vec<(f64, &str, Option<f64>)> = recs
+    let lines: Vec<TimeoutLine> = recs
         .iter()
         .filter_map(|r| match &r.event {
             Event::Log {
@@ -274,7 +277,7 @@ fn tied_to_timeout_lines(
             })
             .copied()
     };
-    let tied: Vec<(Failed, (f64, &str, Option<f64>))> = failed
+    let tied: Vec<(Failed, TimeoutLine)> = failed
         .iter()
         .filter_map(|f| Some((*f, line_of(f)?)))
         .collect();
