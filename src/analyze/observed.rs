@@ -407,7 +407,8 @@ impl<'a> Acc<'a> {
         true
     }
 
-    /// The rows, and the suspicions raised by calls that died at a timer. None when wrap saw
+    /// The rows, and the suspicions raised by calls a timer answered (the calls an exit cut are
+    /// told with the exit, [`super::cuts`]). None when wrap saw
     /// neither a call nor a handshake.
     pub fn finish(mut self) -> (Option<ObservedAnalysis>, Vec<Suspicion>) {
         let handshakes = handshakes(&self.scope, self.recs);

@@ -1155,8 +1155,7 @@ fn what_happened<'a>(
     outcome: &Outcome,
 ) -> (String, Option<&'a ProcessLife>) {
     let during = |told: &[&str]| -> Vec<String> {
-        seen.map(|h| h.during(start, end, told, outcome.is_answer()))
-            .unwrap_or_default()
+        seen.map(|h| h.during(start, end, told)).unwrap_or_default()
     };
     // An exit while it was in flight, or just after a failure an exit makes (noticed a moment
     // later): never one after the answer.
