@@ -25,6 +25,23 @@ const GROUPS_KEPT: usize = 16;
 /// them as runs).
 const IDS_KEPT: usize = 256;
 
+/// The ids kept of `count` requests, as runs, with those not named counted ("3, 9–12, and 250
+/// more").
+fn ids_words(ids: &[u64], count: u64) -> String {
+    let (words, n) = super::verdict::id_ranges(ids);
+    let unseen = count.saturating_sub(n as u64);
+    if unseen == 0 {
+        return words;
+    }
+    let named_more = words
+        .rsplit_once("and ")
+        .and_then(|(head, tail)| Some((head, tail.strip_suffix(" more")?.parse::<u64>().ok()?)));
+    match named_more {
+        Some((head, more)) => format!("{head}and {} more", more + unseen),
+        None => format!("{words}, and {unseen} more"),
+    }
+}
+
 /// The requests one exit cut, of one group.
 #[derive(Debug)]
 struct Cut {
@@ -159,7 +176,7 @@ impl<'a> Cuts<'a> {
             } else {
                 format!("{lo:.2}–{hi:.2} s")
             };
-            let exit = suspicions.iter_mut().find(|s| {
+            let exit = suspicions.iter().position(|s| {
                 s.subject == Subject::ProcessExit
                     && s.pid == Some(life.pid)
                     && (s.t_s - x).abs() < 1e-6
@@ -170,14 +187,8 @@ impl<'a> Cuts<'a> {
             } else {
                 "their durations measure"
             };
-            if let Some(s) = exit {
-                s.detail.push_str(&format!(
-                    "; it cut {what} after {took}: {theirs} this timer, not the server"
-                ));
-                continue;
-            }
-            // No timer at the exit: a timer that started with each request and took the process
-            // with it shows in their durations, when someone named it.
+            // A timer someone named at their durations: one that started with each request and
+            // took the process with it.
             let mut timers = named.to_vec();
             timers.extend(
                 life.log_lines
@@ -187,12 +198,22 @@ impl<'a> Cuts<'a> {
             let at = |d: f64| {
                 timer_at(d, &timers).filter(|(t, src)| *src != TimerSource::Round && d <= t + 0.05)
             };
-            let (Some((t, src)), Some((t2, _))) = (at(lo), at(hi)) else {
-                continue;
+            let at_theirs = match (at(lo), at(hi)) {
+                (Some((t, src)), Some((t2, _))) if (t - t2).abs() < 1e-9 => Some((t, src)),
+                _ => None,
             };
-            if (t - t2).abs() > 1e-9 {
+            // The exit's own timer, unless it is only a round number and theirs was named.
+            if let Some(i) = exit.filter(|&i| {
+                at_theirs.is_none() || suspicions[i].timer_source != TimerSource::Round
+            }) {
+                suspicions[i].detail.push_str(&format!(
+                    "; it cut {what} after {took}: {theirs} this timer, not the server"
+                ));
                 continue;
             }
+            let Some((t, src)) = at_theirs else {
+                continue;
+            };
             let group = match cuts.as_slice() {
                 [one] if *others == 0 => Some(one.group.clone()),
                 _ => None,
@@ -221,13 +242,7 @@ impl<'a> Cuts<'a> {
         let mut parts: Vec<String> = cuts
             .iter()
             .map(|c| {
-                let (ids, n) = super::verdict::id_ranges(&c.ids);
-                let more = c.count.saturating_sub(n as u64);
-                let ids = if more > 0 {
-                    format!("{ids} and {more} more")
-                } else {
-                    ids
-                };
+                let ids = ids_words(&c.ids, c.count);
                 let many = c.count > 1;
                 let from = c
                     .origin
@@ -414,6 +429,17 @@ mod tests {
         assert!(!s.detail.contains("5s"), "{}", s.detail);
     }
 
+    #[test]
+    fn ids_beyond_those_kept_are_counted_with_the_runs_not_named() {
+        assert_eq!(super::ids_words(&[3, 4, 5, 9], 4), "3–5, 9");
+        assert_eq!(super::ids_words(&[3, 4, 5, 9], 10), "3–5, 9, and 6 more");
+        let every_other: Vec<u64> = (0..20).map(|i| i * 2).collect();
+        assert_eq!(
+            super::ids_words(&every_other, 100),
+            "0, 2, 4, 6, 8, 10, and 94 more"
+        );
+    }
+
     /// An exit that is no timer (exit 1 at 47.3 s): the requests it cut are a timer's only when
     /// their durations sit at one someone named.
     #[test]
@@ -439,6 +465,38 @@ mod tests {
         );
         // 30 s is a round number, but nobody named it and the exit is no timer: nothing.
         assert!(story(vec![]).suspicions.is_empty());
+    }
+
+    /// An exit only at a round number (SIGKILL at 30.0 s) does not take requests whose durations
+    /// sit at a timer someone named: theirs is the closer reading.
+    #[test]
+    fn requests_at_a_named_timer_are_not_taken_by_an_exit_at_a_mere_round_number() {
+        let a = analyze(&loaded(vec![
+            (0.0, settings(vec![2.0])),
+            (0.0, spawn(7)),
+            (30.0, call(1, "level0", 28.02, 1.98, closed())),
+            (30.0, call(2, "level0", 28.01, 1.99, closed())),
+            (30.0, exit(7, 137, 30.0, false)),
+            (30.1, end()),
+        ]));
+        assert_eq!(a.suspicions.len(), 2, "{:#?}", a.suspicions);
+        let exit = &a
+            .suspicions
+            .iter()
+            .find(|s| s.subject == Subject::ProcessExit)
+            .unwrap();
+        assert!(!exit.detail.contains("it cut"), "{}", exit.detail);
+        let req = &a
+            .suspicions
+            .iter()
+            .find(|s| s.subject == Subject::Request)
+            .unwrap();
+        assert_eq!(req.timer_s, 2.0);
+        assert!(
+            req.detail.starts_with("requests 1, 2 (level0) ended after 1.98–1.99 s — at the 2s timer given with --timer as pid 7 exited"),
+            "{}",
+            req.detail
+        );
     }
 
     /// mcp-server-time's story: a tool error, then the clean exit once the client closed stdin
