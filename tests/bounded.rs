@@ -780,8 +780,8 @@ fn analysing_a_million_failures_around_an_exit_holds_what_a_hundred_thousand_do(
         "{ca} of the 75 000 failures clustered"
     );
     assert_eq!(cb, FAILED_KEPT, "the failures kept for the timer analysis");
-    // The failed requests in flight as the server died (thousands, 3 % of them) are one request
-    // suspicion each, up to the cap.
+    // The failed requests in flight as the server died (thousands, 3 % of them), at the named 2 s
+    // timer, are one request suspicion for that exit, whatever their number.
     let at_exit = |a: &witness::analyze::Analysis| {
         a.suspicions
             .iter()
@@ -789,7 +789,7 @@ fn analysing_a_million_failures_around_an_exit_holds_what_a_hundred_thousand_do(
             .inspect(|s| assert_eq!(s.pid, Some(FAILING_PID), "{s:?}"))
             .count()
     };
-    assert_eq!((at_exit(&a), at_exit(&b)), (100, 100));
+    assert_eq!((at_exit(&a), at_exit(&b)), (1, 1));
     // The level reads what happened: the server was killed and another took over.
     let l = &b.load.as_ref().unwrap().levels[0];
     assert!(l.restarted, "{l:#?}");

@@ -7,11 +7,74 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::journal::{Event, Record};
+use super::ProcessLife;
+use crate::journal::{Event, Outcome, Record};
 
 /// A lifecycle event is "at the request's end" this long after it: the request's end and a log line
 /// or a reaped worker are noticed by different threads, a few milliseconds apart.
 pub const RESOLUTION_S: f64 = 0.25;
+/// How long after a request failed the server's exit may still be its cause: the connection (or
+/// pipe) closes as the process dies, and the exit is noticed by another thread a moment later.
+pub const EXIT_NOTICED_S: f64 = 0.5;
+
+/// A failure an exit makes: the connection or pipe closed with no answer. An answer (a status, a
+/// tool error, a JSON-RPC error) or witness's own limit ended the request by itself.
+fn cut_off(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Error { .. }) && !outcome.is_answer()
+}
+
+/// The server process whose exit can have caused a failed request (evidence before a cause): it
+/// exited while the request was in flight, or — for a failure an exit makes, with no answer — just
+/// after it failed, unasked ([`EXIT_NOTICED_S`]). An exit after an answer or after witness's own
+/// limit fired came later and caused nothing (mcp-server-time's clean exit once its client closed
+/// stdin, 0.14 s after a tool error). The closest to the request's end wins.
+pub fn exit_that_cut<'a>(
+    lives: &'a [ProcessLife],
+    start: f64,
+    end: f64,
+    outcome: &Outcome,
+) -> Option<&'a ProcessLife> {
+    let after = cut_off(outcome);
+    lives
+        .iter()
+        .filter(|l| {
+            l.spawn_t_s <= end
+                && l.exit_t_s.is_some_and(|x| {
+                    x >= start - 0.001
+                        && (x <= end || (after && !l.requested && x <= end + EXIT_NOTICED_S))
+                })
+        })
+        .min_by(|a, b| {
+            let d = |l: &ProcessLife| (l.exit_t_s.unwrap_or(end) - end).abs();
+            d(a).total_cmp(&d(b))
+        })
+}
+
+/// An unasked exit just after a failure that it did not cause ([`exit_that_cut`] said no): context
+/// for the annotation, in words that say "later".
+pub fn exit_later<'a>(
+    lives: &'a [ProcessLife],
+    start: f64,
+    end: f64,
+    outcome: &Outcome,
+) -> Option<&'a ProcessLife> {
+    if exit_that_cut(lives, start, end, outcome).is_some() {
+        return None;
+    }
+    lives
+        .iter()
+        .filter(|l| {
+            !l.requested
+                && l.spawn_t_s <= end
+                && l.exit_t_s
+                    .is_some_and(|x| x > end && x <= end + EXIT_NOTICED_S)
+        })
+        .min_by(|a, b| {
+            a.exit_t_s
+                .unwrap_or(end)
+                .total_cmp(&b.exit_t_s.unwrap_or(end))
+        })
+}
 /// The most happenings one annotation names.
 const MOST: usize = 3;
 /// Labels of lines that name a cause (a timer firing, a kill) rather than its aftermath.
@@ -148,7 +211,9 @@ impl Happenings {
 
     /// What happened between `start` and `end` (plus the clock's resolution), in words, oldest first.
     /// Lines already told (the dying server's last words) are left out. Of the log lines, those that
-    /// name a cause (a timeout, a kill) and those nearest the end are told.
+    /// name a cause (a timeout, a kill) and those nearest the end are told. A worker's death or a
+    /// line read just after the end may still have come first: a helper killed makes its server
+    /// answer 500, and the death is read by another thread a few milliseconds later.
     pub fn during(&self, start: f64, end: f64, told: &[&str]) -> Vec<String> {
         let inside: Vec<&(f64, What)> = self
             .items

@@ -7,22 +7,19 @@
 //! one witness would tie them ([`super::verdict::annotate`]); only the words about the clocks are
 //! added.
 
-use super::inflight::Happenings;
+use super::inflight::{exit_that_cut, Happenings};
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::timers::TimerSource;
-use super::verdict::{annotate, request_at_timer, Counts, FailedRequest, LoadAnalysis};
-use super::{ProcessLife, Suspicion};
+use super::verdict::{annotate, Counts, FailedRequest, LoadAnalysis};
+use super::ProcessLife;
 use crate::journal::clock::SourceInfo;
-use crate::journal::{secs, Event, Header, Outcome, Record, Settings};
+use crate::journal::{secs, Event, Header, Outcome, Record};
 use crate::stats::{Latency, Summary};
 
 /// Failed requests annotated per group in the report; the rest are counted.
 const FAILURES_KEPT: usize = 20;
-/// Request-at-timer suspicions raised from merged groups, at most.
-const SUSPICIONS_KEPT: usize = 20;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MergedAnalysis {
@@ -102,18 +99,16 @@ impl RequestSpans {
 
 /// The merged analysis from the lifecycle records (`recs`) and the requests streamed once
 /// (`requests`; anything else in it is ignored), in bounded state: counts and HDR summaries per
-/// source and group, the first failures annotated, k6's time windows.
+/// source and group, the first failures annotated, k6's time windows. The requests an exit cut
+/// are told once, with the exit ([`super::cuts`]), whichever sources they came from.
 /// None unless the journal was made by merging sources.
-#[allow(clippy::too_many_arguments)]
 pub fn analyze(
     header: &Header,
     recs: &[Record],
     requests: &mut dyn Iterator<Item = Record>,
     spans: &RequestSpans,
     lives: &[ProcessLife],
-    settings: &Settings,
     load: Option<&mut LoadAnalysis>,
-    suspicions: &mut Vec<Suspicion>,
 ) -> Option<MergedAnalysis> {
     if header.sources.is_empty() {
         return None;
@@ -124,11 +119,6 @@ pub fn analyze(
             .map(|s| s.label.clone())
             .unwrap_or_else(|| "?".into())
     };
-    let named: Vec<(f64, TimerSource)> = settings
-        .timers_s
-        .iter()
-        .map(|&t| (t, TimerSource::Flag))
-        .collect();
     // Which source journalled each server process, and each ladder level's concurrency.
     let mut pid_origin: HashMap<u32, u16> = HashMap::new();
     let mut concurrency: HashMap<u32, u32> = HashMap::new();
@@ -181,7 +171,6 @@ pub fn analyze(
         },
     );
     let mut windows = k6_span.map(|(lo, hi)| Windows::new(lo, hi));
-    let mut timer_suspicions = 0;
     // The ladder's kept failures, whose source the requests' pass tells.
     let wanted: std::collections::HashSet<u64> = load
         .iter()
@@ -191,7 +180,7 @@ pub fn analyze(
                 .flat_map(|l| l.failures.iter().map(|f| f.id))
         })
         .collect();
-    let mut origin_of: HashMap<u64, Option<u16>> = HashMap::new();
+    let mut origin_of: HashMap<u64, (Option<u16>, Outcome)> = HashMap::new();
     // Worker deaths and log lines from every source, for the failures kept.
     let mut seen = Happenings::new(recs);
     let observed = super::observed::Scope::of(header);
@@ -211,7 +200,7 @@ pub fn analyze(
         let o = r.origin.unwrap_or(u16::MAX);
         per_source.entry(o).or_default().0 += 1;
         if wanted.contains(id) {
-            origin_of.insert(*id, r.origin);
+            origin_of.insert(*id, (r.origin, outcome.clone()));
         }
         let k6 = k6_origins.contains(&o);
         let acc = groups.entry((o, group.clone())).or_insert_with(|| {
@@ -270,21 +259,10 @@ pub fn analyze(
                     .errors_by_kind
                     .entry(outcome.describe())
                     .or_default() += 1;
-                let exit = exit_in_flight(lives, *start_s, end);
+                let exit = exit_that_cut(lives, *start_s, end, outcome);
                 let down = exit.is_none() && down_when_sent(lives, *start_s).is_some();
                 acc.row.died_with_server += exit.is_some() as u64;
                 acc.row.sent_while_down += down as u64;
-                if let Some(life) = exit {
-                    if timer_suspicions < SUSPICIONS_KEPT {
-                        let what = format!("request {id} ({} {group})", acc.row.source);
-                        if let Some(s) =
-                            request_at_timer(&what, outcome, *duration_s, end, life, &named)
-                        {
-                            suspicions.push(s);
-                            timer_suspicions += 1;
-                        }
-                    }
-                }
                 if acc.row.failures.len() < FAILURES_KEPT {
                     let (mut annotation, _) = annotate(
                         recs,
@@ -325,10 +303,13 @@ pub fn analyze(
     // Ladder failures: the same correlation, now across sources, gets the same words about clocks.
     if let Some(load) = load {
         for f in load.levels.iter_mut().flat_map(|l| l.failures.iter_mut()) {
-            let pid = exit_in_flight(lives, f.start_s, f.end_s)
+            let Some((req, outcome)) = origin_of.get(&f.id) else {
+                continue;
+            };
+            let pid = exit_that_cut(lives, f.start_s, f.end_s, outcome)
                 .or_else(|| down_when_sent(lives, f.start_s))
                 .map(|l| l.pid);
-            let req = origin_of.get(&f.id).copied().flatten();
+            let req = *req;
             if let Some(p) = pid.and_then(|pid| phrase(req, pid)) {
                 f.annotation.push_str(&format!(" ({p})"));
             }
@@ -401,23 +382,6 @@ pub fn analyze(
         window_s,
         windows,
     })
-}
-
-/// The process that exited while a request was in flight, or just after it failed: the rule
-/// [`annotate`] uses.
-fn exit_in_flight(lives: &[ProcessLife], start: f64, end: f64) -> Option<&ProcessLife> {
-    lives
-        .iter()
-        .filter(|l| {
-            l.exit_t_s.is_some_and(|x| {
-                x >= start - 0.001 && (x <= end || (x <= end + 0.5 && !l.requested))
-            })
-        })
-        .min_by(|a, b| {
-            (a.exit_t_s.unwrap_or(end) - end)
-                .abs()
-                .total_cmp(&(b.exit_t_s.unwrap_or(end) - end).abs())
-        })
 }
 
 /// The process whose exit left the server down when a request was sent (no new process yet).

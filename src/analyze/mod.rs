@@ -1,6 +1,7 @@
 //! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
+pub mod cuts;
 pub mod gpu;
 pub mod inflight;
 pub mod merged;
@@ -265,8 +266,11 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     let mut failures = (settings.load.is_some() || observed.is_some())
         .then(|| request_timers::Failures::new(recs));
     let mut picture_requests = picture::Requests::new(end_s, observed_scope);
+    // The requests each exit cut, told once with the exit, whichever journal they came from.
+    let mut cuts = cuts::Cuts::new(header, recs, &processes);
     let soak = {
         let mut fold = requests_pass().inspect(|r| {
+            cuts.request(r);
             if let Some(l) = ladder.as_mut() {
                 l.request(r);
             }
@@ -318,13 +322,12 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
             &mut requests_pass(),
             &spans,
             &processes,
-            &settings,
             load.as_mut(),
-            &mut suspicions,
         )
     } else {
         None
     };
+    cuts.finish(&mut suspicions, &named);
     suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     Analysis {
         mode: header.mode.clone(),
@@ -547,7 +550,30 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
             .filter(|(timer, _)| *timer < age - tolerance(*timer))
             .filter(|_| l.status != Some(0));
         let at = at.filter(|(_, src)| *src != TimerSource::Round || late.is_none());
-        if let Some((timer, source)) = at {
+        // Exit 124 says a timer fired (coreutils `timeout`, many watchdogs): with nothing else
+        // named, the process's age is that timer, round or not.
+        let fired = (l.status == Some(124) && l.signal.is_none())
+            // A timer fires on time or late, and is armed once the process has started: its age
+            // is the timer or a little more.
+            .then(|| ((age * 10.0).floor() / 10.0, TimerSource::Exit124));
+        if let (None, None, Some((timer, source))) = (&at, &late, fired) {
+            out.push(Suspicion {
+                kind: SuspicionKind::RoundTimer,
+                subject: Subject::ProcessExit,
+                seconds: age,
+                timer_s: timer,
+                t_s: t,
+                pid: Some(l.pid),
+                group: None,
+                detail: format!(
+                    "pid {} exited 124 at age {:.2} s — at {}: a timer armed at process start? (its age is the timer, round or not)",
+                    l.pid,
+                    age,
+                    source.describe(timer),
+                ),
+                timer_source: source,
+            });
+        } else if let Some((timer, source)) = at {
             out.push(Suspicion {
                 kind: SuspicionKind::RoundTimer,
                 subject: Subject::ProcessExit,

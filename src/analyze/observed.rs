@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::inflight::Happenings;
 use super::timers::TimerSource;
-use super::verdict::{self, annotate, request_at_timer};
+use super::verdict::{self, annotate};
 use super::{ProcessLife, Suspicion};
 use crate::journal::observed::{Observed, Via};
 use crate::journal::{ErrorKind, Event, Header, Outcome, Record};
@@ -24,8 +24,6 @@ use crate::stats::{Latency, Summary};
 pub const GROUPS_KEPT: usize = 64;
 /// Failed calls annotated per row; the rest are counted.
 pub const FAILURES_KEPT: usize = 20;
-/// Suspicions raised by observed calls that died at a timer with the server, at most.
-const SUSPICIONS_KEPT: usize = 20;
 
 /// What a lane, a table and a heading call the calls seen through one of wrap's pass-throughs.
 pub fn heading(via: Via) -> &'static str {
@@ -79,7 +77,12 @@ impl Scope {
         let Event::Request { group, .. } = &r.event else {
             return None;
         };
-        self.source(r.origin)?;
+        self.observed_group(r.origin, group)
+    }
+
+    /// The observed call a group of a source is, if it is one.
+    pub fn observed_group(&self, origin: Option<u16>, group: &str) -> Option<Observed> {
+        self.source(origin)?;
         Observed::parse(group)
     }
 }
@@ -378,7 +381,7 @@ impl<'a> Acc<'a> {
                 }
             )
         });
-        let (annotation, exit) = annotate(
+        let (annotation, _) = annotate(
             self.recs,
             self.lives,
             kept.then_some(&self.seen),
@@ -401,22 +404,11 @@ impl<'a> Acc<'a> {
         } else {
             row.failures_not_kept += 1;
         }
-        // A call that ended at a timer as the server died: the client timed the timer.
-        if let Some(life) = exit.filter(|_| self.suspicions.len() < SUSPICIONS_KEPT) {
-            let what = format!("call {id} ({} {})", row.heading, row.label);
-            self.suspicions.extend(request_at_timer(
-                &what,
-                outcome,
-                *duration_s,
-                end,
-                life,
-                self.named,
-            ));
-        }
         true
     }
 
-    /// The rows, and the suspicions raised by calls that died at a timer. None when wrap saw
+    /// The rows, and the suspicions raised by calls a timer answered (the calls an exit cut are
+    /// told with the exit, [`super::cuts`]). None when wrap saw
     /// neither a call nor a handshake.
     pub fn finish(mut self) -> (Option<ObservedAnalysis>, Vec<Suspicion>) {
         let handshakes = handshakes(&self.scope, self.recs);

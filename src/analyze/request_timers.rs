@@ -4,7 +4,9 @@
 //! requests' durations cluster tightly at one value (or just after a timer someone named, since a
 //! watchdog that checks once a second fires up to a second late), that value is a timer, not the
 //! server's work, and the suspicion names the log line that named it when one was logged as they
-//! ended.
+//! ended. When the server says in its own words that a timeout fired (gunicorn's `[CRITICAL] WORKER
+//! TIMEOUT (pid:N)`) as each of them ended, they are that timer however their durations spread: a
+//! watchdog that checks on its own beat kills a CPU-bound worker up to a second late.
 
 use super::timers::TimerSource;
 use super::Suspicion;
@@ -17,6 +19,11 @@ pub const MIN_CLUSTER: usize = 3;
 pub const MIN_SECONDS: f64 = 0.5;
 /// Labels of log lines that name a timer firing.
 const TIMER_LABELS: &[&str] = &["timeout", "watchdog", "killed"];
+/// Labels of log lines that say, in the server's words, that a timeout fired.
+const FIRED_LABELS: &[&str] = &["timeout", "watchdog"];
+/// How long before a failure's end its timeout line may be logged (a proxy logs, then answers; an
+/// arbiter logs, then kills) and after it (a pipe read a moment late).
+const LINE_BEFORE_S: f64 = 1.0;
 
 /// How wide a cluster nobody named may be: the clock's resolution plus scheduling, max(20 ms, 2 %).
 fn tight(d: f64) -> f64 {
@@ -139,10 +146,14 @@ fn clusters(
     recs: &[Record],
     named: &[(f64, TimerSource)],
 ) -> Vec<Suspicion> {
-    if failed.len() < MIN_CLUSTER {
-        return vec![];
-    }
     failed.sort_by(|a, b| a.duration_s.total_cmp(&b.duration_s));
+    if failed.len() < MIN_CLUSTER {
+        // Too few to cluster: only the server's own word that a timeout fired names a timer.
+        return tied_to_timeout_lines(recs, &failed, named)
+            .map(|(s, _)| s)
+            .into_iter()
+            .collect();
+    }
     // Timers someone named, and timers the server's own log lines named.
     let mut timers: Vec<(f64, TimerSource)> = named.to_vec();
     for r in recs {
@@ -167,6 +178,9 @@ fn clusters(
             return vec![suspicion(recs, &at, Some((*t, src.clone())))];
         }
     }
+    // The server said a timeout fired as they ended: that timer, unless as many of them (or more)
+    // sit at one value, which then is the closer reading.
+    let tied = tied_to_timeout_lines(recs, &failed, named);
     // Nobody named one: the densest tight cluster, round value or not.
     let mut best: &[Failed] = &[];
     let mut j = 0;
@@ -181,10 +195,11 @@ fn clusters(
             best = &failed[i..=j];
         }
     }
-    if best.len() >= MIN_CLUSTER {
-        return vec![suspicion(recs, best, None)];
+    match tied {
+        Some((s, n)) if n > best.len() => vec![s],
+        _ if best.len() >= MIN_CLUSTER => vec![suspicion(recs, best, None)],
+        t => t.map(|(s, _)| s).into_iter().collect(),
     }
-    vec![]
 }
 
 fn suspicion(recs: &[Record], at: &[Failed], timer: Option<(f64, TimerSource)>) -> Suspicion {
@@ -228,6 +243,100 @@ fn suspicion(recs: &[Record], at: &[Failed], timer: Option<(f64, TimerSource)>) 
         group: None,
         detail,
     }
+}
+
+/// A line saying a timeout fired: when, the line, the duration it names.
+type TimeoutLine<'a> = (f64, &'a str, Option<f64>);
+
+/// Failures each of which ended as the server logged that a timeout fired: that timer, however
+/// their durations spread. Its value is the line's own duration when it names one, else at most
+/// the shortest of them (a timer fires on time or late, never early). `failed` is sorted by
+/// duration. Two at least, or every failure when there is only one. With how many it covers.
+fn tied_to_timeout_lines(
+    recs: &[Record],
+    failed: &[Failed],
+    named: &[(f64, TimerSource)],
+) -> Option<(Suspicion, usize)> {
+    let lines: Vec<TimeoutLine> = recs
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Log {
+                line,
+                label,
+                timer_s,
+                ..
+            } if FIRED_LABELS.contains(&label.as_str()) => Some((r.t_s, line.as_str(), *timer_s)),
+            _ => None,
+        })
+        .collect();
+    let line_of = |f: &Failed| {
+        lines
+            .iter()
+            .find(|(t, _, _)| {
+                *t >= f.end_s - LINE_BEFORE_S && *t <= f.end_s + super::inflight::RESOLUTION_S
+            })
+            .copied()
+    };
+    let tied: Vec<(Failed, TimeoutLine)> = failed
+        .iter()
+        .filter_map(|f| Some((*f, line_of(f)?)))
+        .collect();
+    if tied.is_empty() || (tied.len() < 2 && failed.len() > 1) {
+        return None;
+    }
+    let lo = tied[0].0.duration_s;
+    let hi = tied[tied.len() - 1].0.duration_s;
+    let mid = tied[tied.len() / 2].0.duration_s;
+    let line = super::inflight::short_line(tied[0].1 .1);
+    let range = if hi - lo < 0.01 {
+        format!("{lo:.2} s")
+    } else {
+        format!("{lo:.2}–{hi:.2} s")
+    };
+    let n = tied.len();
+    let (noun, each) = if n == 1 {
+        ("failed request", "")
+    } else {
+        ("failed requests", "each ")
+    };
+    // The line's own duration, or a timer someone named that the shortest sits at, or the shortest.
+    let own = tied.iter().find_map(|(_, (_, _, t))| *t);
+    let named_at = named
+        .iter()
+        .find(|(t, _)| lo >= t - tight(*t) && lo <= t + late_by(*t))
+        .cloned();
+    let (timer_s, source, value) = match (own, named_at) {
+        (Some(t), _) => (
+            t,
+            TimerSource::LogLine(line.clone()),
+            format!(", the {} its line names", crate::journal::secs(t)),
+        ),
+        (None, Some((t, src))) => (t, src.clone(), format!(", at {}", src.describe(t))),
+        (None, None) => (
+            lo,
+            TimerSource::LogLine(line.clone()),
+            format!(" of at most {lo:.2} s"),
+        ),
+    };
+    let spread = if hi - lo > tight(lo) {
+        "; a watchdog that checks on its own beat fires late, so their durations spread"
+    } else {
+        ""
+    };
+    let s = Suspicion {
+        kind: SuspicionKind::RequestTimer,
+        subject: Subject::Request,
+        seconds: mid,
+        timer_s,
+        timer_source: source,
+        t_s: tied.iter().map(|(f, _)| f.end_s).fold(0.0, f64::max),
+        pid: None,
+        group: None,
+        detail: format!(
+            "{n} {noun} gave up after {range}, {each}as the server logged that a timeout fired ('{line}'): a timer that starts with each request (a proxy or worker timeout){value}{spread}"
+        ),
+    };
+    Some((s, n))
 }
 
 /// The log line that names the timer: one labelled as a timeout (or watchdog, kill) logged as the
@@ -335,6 +444,79 @@ mod tests {
             s[0].detail
         );
         assert!((s[0].timer_s - 2.003).abs() < 0.01);
+    }
+
+    /// gunicorn with its `timeout = 5` in a config file and a CPU-bound handler: the arbiter checks
+    /// once a second and the worker dies late, so the failures spread 5.06–6.08 s, each as the
+    /// arbiter logged `WORKER TIMEOUT`. The server said a timeout fired: that is the timer.
+    #[test]
+    fn failures_each_tied_to_a_timeout_line_are_that_timer_however_they_spread() {
+        let story = |line_before: f64, label: &str, line: &dyn Fn(usize) -> String| {
+            let mut recs = vec![];
+            for (i, d) in [5.06, 5.12, 5.79, 5.80, 5.35, 6.08].iter().enumerate() {
+                let end = 10.0 * (i + 1) as f64;
+                recs.push(log(end - line_before, &line(i), label));
+                recs.push(failed(end, *d, 500));
+            }
+            recs.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+            suspicions(&recs, &[])
+        };
+        let gunicorn = |i: usize| {
+            format!(
+                "[2026-12-03 18:09:00 +0000] [17661] [CRITICAL] WORKER TIMEOUT (pid:{})",
+                100 + i
+            )
+        };
+        let s = story(0.01, "timeout", &gunicorn);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(s[0].kind, SuspicionKind::RequestTimer);
+        assert_eq!(s[0].timer_s, 5.06);
+        assert!(matches!(s[0].timer_source, TimerSource::LogLine(_)));
+        assert_eq!(
+            s[0].detail,
+            "6 failed requests gave up after 5.06–6.08 s, each as the server logged that a timeout fired ('[2026-12-03 18:09:00 +0000] [17661] [CRITICAL] WORKER TIMEOUT (pid:100)'): a timer that starts with each request (a proxy or worker timeout) of at most 5.06 s; a watchdog that checks on its own beat fires late, so their durations spread"
+        );
+        // The same spread with the line logged long before each failure, or a line that says no
+        // timeout fired (a kill): ordinary slow failures.
+        assert!(story(3.0, "timeout", &gunicorn).is_empty());
+        assert!(story(0.01, "killed", &|i| format!(
+            "Worker (pid:{i}) was sent SIGKILL!"
+        ))
+        .is_empty());
+    }
+
+    #[test]
+    fn a_timeout_line_s_own_duration_is_the_timer_of_the_failures_tied_to_it() {
+        let mut recs = vec![];
+        for (i, d) in [2.04, 2.61, 2.93].iter().enumerate() {
+            let end = 5.0 * (i + 1) as f64;
+            let mut l = log(end - 0.002, "request timed out after 2s", "timeout");
+            if let Event::Log { timer_s, .. } = &mut l.event {
+                *timer_s = Some(2.0);
+            }
+            recs.push(l);
+            recs.push(failed(end, *d, 504));
+        }
+        let s = suspicions(&recs, &[]);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(s[0].timer_s, 2.0);
+        // The named 2 s timer takes failures up to a second late: the line's timer, said as such.
+        assert!(
+            s[0].detail
+                .contains("the 2s timer named in its log line 'request timed out after 2s'"),
+            "{}",
+            s[0].detail
+        );
+        // One failure alone with its timeout line is still that timer.
+        let one = suspicions(&recs[..2], &[]);
+        assert_eq!(one.len(), 1, "{one:?}");
+        assert!(
+            one[0].detail.starts_with(
+                "1 failed request gave up after 2.04 s, as the server logged that a timeout fired"
+            ),
+            "{}",
+            one[0].detail
+        );
     }
 
     #[test]

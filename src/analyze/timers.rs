@@ -33,6 +33,9 @@ pub enum TimerSource {
     Cluster,
     /// One of TCP's own timers, by name ("initial SYN retransmission timeout", "delayed ACK").
     Tcp(String),
+    /// The process exited 124, the status that says a timer fired (coreutils `timeout`, many
+    /// watchdogs): its age is the timer.
+    Exit124,
 }
 
 impl TimerSource {
@@ -46,6 +49,7 @@ impl TimerSource {
             TimerSource::CommandLine(a) => format!("the {t} timer in its command line '{a}'"),
             TimerSource::Cluster => format!("a {t} timer nobody named"),
             TimerSource::Tcp(name) => format!("TCP's {t} {name}"),
+            TimerSource::Exit124 => format!("the ~{t} timer its exit 124 says fired"),
         }
     }
 }

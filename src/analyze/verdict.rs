@@ -274,7 +274,7 @@ impl<F: Failure> FailureGroup<'_, F> {
             format!("{:.2}–{:.2}s", self.min_s, self.max_s)
         };
         let (said, when) = apart_from_when(f.annotation());
-        let when = if when.is_some() {
+        let when = if when.is_some_and(|w| !w.ends_with(LATER)) {
             " as they failed"
         } else {
             ""
@@ -319,18 +319,28 @@ pub fn id_ranges(ids: &[u64]) -> (String, usize) {
     (words.join(", "), ids.len())
 }
 
-/// The annotation without its per-request "N.NN s before/after this request failed", and that part.
+/// How an annotation says an event came after the failure, as context, not as its cause.
+const LATER: &str = " s later";
+
+/// The annotation without its per-request "N.NN s before/after this request failed" (or "N.NN s
+/// later", which becomes "later"), and that part.
 fn apart_from_when(a: &str) -> (String, Option<&str>) {
     for end in [
         " s before this request failed",
         " s after this request failed",
+        LATER,
     ] {
         if let Some(i) = a.find(end) {
             let num = a[..i].rfind(' ').map_or(0, |j| j + 1);
             if a[num..i].parse::<f64>().is_ok() {
                 let when = &a[num.saturating_sub(1)..i + end.len()];
+                let kept = if end == LATER { " later" } else { "" };
                 return (
-                    format!("{}{}", &a[..num.saturating_sub(1)], &a[i + end.len()..]),
+                    format!(
+                        "{}{kept}{}",
+                        &a[..num.saturating_sub(1)],
+                        &a[i + end.len()..]
+                    ),
                     Some(when),
                 );
             }
@@ -410,9 +420,6 @@ pub struct LoadAnalysis {
 
 /// At most this many failed requests are annotated per level in the report.
 const FAILURES_KEPT: usize = 20;
-
-/// Request-driven suspicions (a failed request that died with the server at a timer) kept at most.
-const REQUEST_SUSPICIONS_KEPT: usize = 100;
 
 /// The ladder's verdicts built in one streaming pass over the requests: `new` reads the lifecycle
 /// context (levels, probes, lives), `request` folds one request into bounded state (counts and HDR
@@ -590,7 +597,7 @@ impl<'a> LoadAcc<'a> {
 
     /// Folds one record in: a request of a ladder level counts; anything else is ignored.
     pub fn request(&mut self, r: &Record) {
-        let (recs, lives, named) = (self.recs, self.lives, self.named);
+        let (recs, lives) = (self.recs, self.lives);
         let Event::Request {
             id,
             group,
@@ -670,7 +677,7 @@ impl<'a> LoadAcc<'a> {
                     .record(*duration_s);
                 let end = r.t_s;
                 let kept = l.failures.len() < FAILURES_KEPT;
-                let (annotation, exit) = annotate(
+                let (annotation, _) = annotate(
                     recs,
                     lives,
                     kept.then_some(&self.seen),
@@ -689,19 +696,6 @@ impl<'a> LoadAcc<'a> {
                         annotation,
                         detail: server_words(outcome, detail),
                     });
-                }
-                // A request that ended at a timer while the server died: the harness timed the timer.
-                if let Some(life) = exit.filter(|_| self.suspicions.len() < REQUEST_SUSPICIONS_KEPT)
-                {
-                    let what = format!("request {id} at level {}", l.concurrency);
-                    self.suspicions.extend(request_at_timer(
-                        &what,
-                        outcome,
-                        *duration_s,
-                        end,
-                        life,
-                        named,
-                    ));
                 }
             }
         }
@@ -1166,46 +1160,6 @@ pub fn cost_words(levels: &[LevelRow]) -> Option<String> {
 /// Fewer requests than this at the busiest level: witness's CPU is said for the level, not per request.
 pub const COST_PER_REQUEST_FROM: u64 = 1000;
 
-/// A failed request that ended just at a timer while the server process died: the harness timed the
-/// timer, not the server. `what` names the request ("request 7 at level 4").
-pub fn request_at_timer(
-    what: &str,
-    outcome: &Outcome,
-    duration_s: f64,
-    end: f64,
-    life: &ProcessLife,
-    named: &[(f64, TimerSource)],
-) -> Option<Suspicion> {
-    if matches!(outcome, Outcome::Timeout { .. }) {
-        return None;
-    }
-    let mut timers = named.to_vec();
-    timers.extend(
-        life.log_lines
-            .iter()
-            .filter_map(|g| Some((g.timer_s?, TimerSource::LogLine(g.line.clone())))),
-    );
-    // "Just under" the timer: a request cannot outlast the timer that killed it. Round numbers
-    // under 5 s are everyday request durations: only named timers count there.
-    let (t, src) = timer_at(duration_s, &timers)
-        .filter(|(t, src)| duration_s <= t + 0.05 && (*src != TimerSource::Round || *t >= 5.0))?;
-    Some(Suspicion {
-        kind: SuspicionKind::RoundTimer,
-        subject: Subject::Request,
-        seconds: duration_s,
-        timer_s: t,
-        t_s: end,
-        pid: Some(life.pid),
-        group: None,
-        detail: format!(
-            "{what} ended after {duration_s:.2} s — at {} while pid {} exited: the harness measured the timer, not the server",
-            src.describe(t),
-            life.pid
-        ),
-        timer_source: src,
-    })
-}
-
 /// A run that stopped before its plan was done (`stop`: the end record's reason, None when there is
 /// no end record): a level cut short is "interrupted" unless it already failed, the planned levels
 /// that never started are listed, and the run's verdict is never "pass" — "fail" if a finished level
@@ -1307,19 +1261,9 @@ fn what_happened<'a>(
     let during = |told: &[&str]| -> Vec<String> {
         seen.map(|h| h.during(start, end, told)).unwrap_or_default()
     };
-    // An exit while it was in flight, or just after it failed (the exit is noticed a moment later).
-    let exit = lives
-        .iter()
-        .filter(|l| {
-            l.exit_t_s.is_some_and(|x| {
-                x >= start - 0.001 && (x <= end || (x <= end + 0.5 && !l.requested))
-            })
-        })
-        .min_by(|a, b| {
-            (a.exit_t_s.unwrap() - end)
-                .abs()
-                .total_cmp(&(b.exit_t_s.unwrap() - end).abs())
-        });
+    // An exit while it was in flight, or just after a failure an exit makes (noticed a moment
+    // later): never one after the answer.
+    let exit = super::inflight::exit_that_cut(lives, start, end, outcome);
     if let Some(l) = exit {
         let x = l.exit_t_s.unwrap_or(end);
         let how = exit_words(l);
@@ -1425,7 +1369,16 @@ fn what_happened<'a>(
         (_, true) => "the server did not exit or restart while it was in flight".into(),
         (_, false) => format!("while it was in flight: {}", seen_now.join("; ")),
     };
-    (text, None)
+    // An exit just after it, which it did not cause: context, said as later.
+    let later = super::inflight::exit_later(lives, start, end, outcome).map(|l| {
+        format!(
+            "; server pid {} {} {:.2}{LATER}",
+            l.pid,
+            exit_words(l),
+            l.exit_t_s.unwrap_or(end) - end
+        )
+    });
+    (format!("{text}{}", later.unwrap_or_default()), None)
 }
 
 /// A failure's detail when it is the server's own words (MCP tool and JSON-RPC errors); other
@@ -2087,11 +2040,25 @@ mod tests {
         let f = &l.failures[0].annotation;
         assert!(f.contains("server pid 7 exited with 124"), "{f}");
         assert!(f.contains("s before this request failed"), "{f}");
-        // 85 s is no round timer (90 s is 5 s away, beyond 2 %): the user reads "suspicions: none".
+        // 85 s is no round timer (90 s is 5 s away, beyond 2 %), but exit 124 says a timer fired:
+        // the process's age is that timer, and the request it cut is told with it, once.
+        assert_eq!(a.suspicions.len(), 1, "{:?}", a.suspicions);
+        let s = &a.suspicions[0];
+        assert_eq!(
+            (s.subject, s.timer_s, &s.timer_source),
+            (Subject::ProcessExit, 85.0, &TimerSource::Exit124)
+        );
         assert!(
-            a.suspicions.is_empty(),
-            "no timer at 85 s, yet: {:?}",
-            a.suspicions
+            s.detail.starts_with(
+                "pid 7 exited 124 at age 85.00 s — at the ~85s timer its exit 124 says fired"
+            ),
+            "{}",
+            s.detail
+        );
+        assert!(
+            s.detail.ends_with("; it cut request 1 at level 2 after 84.90 s: its duration measures this timer, not the server"),
+            "{}",
+            s.detail
         );
     }
 
@@ -2110,25 +2077,20 @@ mod tests {
             (93.0, end()),
         ];
         let a = analyze(&loaded(ev));
-        let req: Vec<_> = a
-            .suspicions
-            .iter()
-            .filter(|s| s.subject == Subject::Request)
-            .collect();
-        assert_eq!(req.len(), 1, "{:?}", a.suspicions);
+        // One cause, said once: the exit at the 90 s timer, with the request it cut.
+        assert_eq!(a.suspicions.len(), 1, "{:?}", a.suspicions);
+        let s = &a.suspicions[0];
+        assert_eq!((s.subject, s.timer_s), (Subject::ProcessExit, 90.0));
         assert!(
-            req[0].detail.starts_with(
-                "request 1 at level 2 ended after 89.90 s — at the round-number 90s timer"
-            ),
+            s.detail
+                .starts_with("pid 7 exited at age 90.00 s — at the round-number 90s timer"),
             "{}",
-            req[0].detail
+            s.detail
         );
         assert!(
-            req[0]
-                .detail
-                .ends_with("the harness measured the timer, not the server"),
+            s.detail.ends_with("; it cut request 1 at level 2 after 89.90 s: its duration measures this timer, not the server"),
             "{}",
-            req[0].detail
+            s.detail
         );
     }
 

@@ -32,9 +32,10 @@ pub struct Structured {
 }
 
 impl Structured {
-    /// The words labels are read from: the message and the error, never a field's name.
+    /// The words labels are read from: the message and the error, never a field's name, nor a
+    /// line of code a traceback in them quotes.
     pub fn words(&self) -> String {
-        let mut w = self.msg.clone().unwrap_or_default();
+        let mut w = without_code(self.msg.as_deref().unwrap_or_default()).into_owned();
         if !self.error_words.is_empty() {
             w.push(' ');
             w.push_str(&self.error_words);
@@ -67,6 +68,51 @@ impl Structured {
         let w = self.words().to_ascii_lowercase();
         w.contains("timeout") || w.contains("timed out") || w.contains("deadline")
     }
+}
+
+/// A frame of a stack trace: a place in the code, not something that happened. Python's
+/// `  File "app.py", line 3, in poll`; Java's and Node's indented `at Timeout._onTimeout
+/// (node:internal/timers:569:17)`.
+pub fn is_frame(line: &str) -> bool {
+    let t = line.trim_start();
+    if t.starts_with("File \"") && t.contains("\", line ") {
+        return true;
+    }
+    let t = t.trim_end();
+    let indented = t.len() < line.trim_end().len();
+    let located = t.ends_with(')')
+        || t.rsplit_once(':')
+            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    indented && t.starts_with("at ") && located
+}
+
+/// A line of code a traceback quotes rather than an event: a frame, or the indented line under one
+/// (Python prints each frame's source line there: `    fd_event_list = self._selector.poll(timeout)`).
+/// `after_frame`: the line before it was a frame.
+pub fn is_quoted_code(line: &str, after_frame: bool) -> bool {
+    is_frame(line) || (after_frame && line.starts_with([' ', '\t']))
+}
+
+/// Text with the code its tracebacks quote left out (frames, their source lines, the carets under
+/// them): what a message or an error field says happened.
+pub fn without_code(text: &str) -> Cow<'_, str> {
+    if !text.contains('\n') {
+        return if is_frame(text) {
+            Cow::Borrowed("")
+        } else {
+            Cow::Borrowed(text)
+        };
+    }
+    let mut after_frame = false;
+    let mut kept: Vec<&str> = Vec::new();
+    for l in text.lines() {
+        let carets = !l.trim().is_empty() && l.trim().chars().all(|c| matches!(c, '^' | '~'));
+        if !is_quoted_code(l, after_frame) && !carets {
+            kept.push(l);
+        }
+        after_frame = is_frame(l);
+    }
+    Cow::Owned(kept.join("\n"))
 }
 
 /// The line as every view shows it: a structured line's level and message first, a plain line as
@@ -238,7 +284,8 @@ fn from_pairs(pairs: &[(String, String)], nested_msg: Option<String>) -> Option<
             let last = v.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(v);
             fields.push((k.clone(), bounded(last)));
             if error_words.len() < ERROR_WORDS {
-                error_words.push_str(v);
+                // What the error says, not the code its traceback quotes.
+                error_words.push_str(&without_code(v));
                 error_words.push(' ');
                 let mut cut = error_words.len().min(ERROR_WORDS);
                 while !error_words.is_char_boundary(cut) {
@@ -475,6 +522,51 @@ mod tests {
             s.shown(),
             "error: request failed (exc_info=ValueError: boom)"
         );
+    }
+
+    /// A traceback in an error field is read for its exception, not for the code it quotes: a
+    /// selector's `poll(timeout)` is no timeout (a real Python 3.11 traceback).
+    #[test]
+    fn a_traceback_in_a_field_is_read_for_what_happened_not_its_source_lines() {
+        let tb = "Traceback (most recent call last):\n  File \"/srv/app.py\", line 8, in <module>\n  File \"/usr/lib/python3.11/selectors.py\", line 468, in select\n    fd_event_list = self._selector.poll(timeout, max_ev)\n                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\nSystemExit: 1";
+        let line =
+            serde_json::json!({"levelname": "ERROR", "message": "worker stopped", "exc_info": tb})
+                .to_string();
+        let s = parse(&line).unwrap();
+        assert!(!s.says_timeout(), "{:?}", s.words());
+        assert_eq!(
+            s.words(),
+            "worker stopped Traceback (most recent call last):\nSystemExit: 1"
+        );
+        // The same traceback ending in a real timeout still says one.
+        let fired = tb.replace("SystemExit: 1", "TimeoutError: timed out");
+        let line =
+            serde_json::json!({"level": "error", "msg": "poll failed", "error": fired}).to_string();
+        assert!(parse(&line).unwrap().says_timeout());
+    }
+
+    #[test]
+    fn frames_and_the_source_under_them_are_code_and_a_message_is_not() {
+        assert!(is_frame(
+            r#"  File "/usr/lib/python3.11/selectors.py", line 468, in select"#
+        ));
+        assert!(is_frame("    at Timeout._onTimeout (/app/index.js:5:11)"));
+        assert!(is_frame("\tat com.example.Timeout.run(Timeout.java:12)"));
+        assert!(is_frame("    at listOnTimeout node:internal/timers:569"));
+        let source = "    fd_event_list = self._selector.poll(timeout)";
+        assert!(is_quoted_code(source, true));
+        assert!(
+            !is_quoted_code(source, false),
+            "no frame above it: not known to be code"
+        );
+        for said in [
+            "[2026-12-03 18:00:25 +0000] [2156] [CRITICAL] WORKER TIMEOUT (pid:2199)",
+            "at 12:00 the upstream timed out",
+            "upstream timed out (110: Connection timed out) while reading response header",
+        ] {
+            assert!(!is_quoted_code(said, false), "{said}");
+            assert!(!is_quoted_code(said, true), "{said}");
+        }
     }
 
     #[test]

@@ -223,6 +223,17 @@ impl Patterns {
         }
     }
 
+    /// What a line of quoted code (a stack frame, the source line under it, any line inside a
+    /// traceback) is journalled as: only the user's own patterns label it. A built-in label needs
+    /// the event word in a message, and `poll(timeout)` in a traceback's source line is none.
+    pub fn read_code(&self, raw: &[u8]) -> Option<(String, Option<f64>)> {
+        self.set
+            .matches(raw)
+            .iter()
+            .find(|i| *i < self.user)
+            .map(|i| (self.labels[i].clone(), None))
+    }
+
     /// Whether any line wholly inside `chunk` could match (never false when one does). `scratch`
     /// holds the case-folded copy between calls.
     pub fn may_match(&self, chunk: &[u8], scratch: &mut Vec<u8>) -> bool {
@@ -440,6 +451,9 @@ pub struct LineSink {
     journal: Journal,
     /// Inside a Python traceback: every line is looked at until its last one (the exception).
     traceback: bool,
+    /// The last whole line read was a stack frame: an indented line after it is the source it
+    /// quotes (lines are looked at only around a hit, so this is kept from one read to the next).
+    after_frame: bool,
     /// Set when the run carries secrets: the pass-through is scrubbed of them.
     scrubber: Option<crate::secrets::StreamScrubber>,
     /// The run's secret values, masked in a line before it is cut and journalled.
@@ -477,6 +491,7 @@ impl LineSink {
             patterns,
             journal,
             traceback: false,
+            after_frame: false,
             scrubber: crate::secrets::carried()
                 .then(|| crate::secrets::StreamScrubber::new(crate::secrets::values())),
             secrets: crate::secrets::values()
@@ -527,29 +542,45 @@ impl LineSink {
             patterns,
             journal,
             traceback,
+            after_frame,
             secrets,
             skip_jsonrpc,
             ..
         } = self;
-        let look = |line: &[u8], truncated: bool, traceback: &mut bool| {
+        let look = |line: &[u8], truncated: bool, traceback: &mut bool, after: bool| {
             if *skip_jsonrpc && is_jsonrpc(line) {
                 return;
             }
             on_line(
-                patterns, journal, *stream, *pid, secrets, line, truncated, traceback,
+                patterns, journal, *stream, *pid, secrets, line, truncated, traceback, after,
             )
         };
         let mut pos = 0;
+        // Whether the line that ends at this chunk's first newline is a frame, when it began in an
+        // earlier read (then this chunk holds only its end).
+        let mut carried_frame = None;
         if lines.open() {
             let Some(end) = memchr::memchr(b'\n', chunk) else {
                 lines.keep(chunk);
                 return;
             };
             lines.keep(&chunk[..end]);
-            look(&lines.cur, lines.truncated, traceback);
+            look(&lines.cur, lines.truncated, traceback, *after_frame);
+            carried_frame = Some(is_frame(&lines.cur));
             lines.reset();
             pos = end + 1;
         }
+        // Whether the whole line before the one starting at `start` is a frame.
+        let frame_before = |start: usize| -> bool {
+            if start == 0 {
+                return *after_frame;
+            }
+            let from = memchr::memrchr(b'\n', &chunk[..start - 1]).map_or(0, |i| i + 1);
+            match carried_frame {
+                Some(f) if from == 0 => f,
+                _ => is_frame(&chunk[from..start - 1]),
+            }
+        };
         let mut hits = Candidates::new(patterns, chunk, scratch);
         while pos < chunk.len() {
             // Where the next line worth a look starts, and where to look for its newline.
@@ -570,10 +601,14 @@ impl LineSink {
                 &line[..line.len().min(limit)],
                 line.len() > limit,
                 traceback,
+                frame_before(start),
             );
             pos = end + 1;
         }
         let rest = memchr::memrchr(b'\n', &chunk[pos..]).map_or(pos, |i| pos + i + 1);
+        if rest > 0 {
+            *after_frame = frame_before(rest);
+        }
         lines.keep(&chunk[rest..]);
     }
 
@@ -594,13 +629,24 @@ impl LineSink {
             patterns,
             journal,
             traceback,
+            after_frame,
             secrets,
             skip_jsonrpc,
             ..
         } = self;
         lines.finish(&mut |l, t, _| {
             if !(*skip_jsonrpc && is_jsonrpc(l)) {
-                on_line(patterns, journal, *stream, *pid, secrets, l, t, traceback)
+                on_line(
+                    patterns,
+                    journal,
+                    *stream,
+                    *pid,
+                    secrets,
+                    l,
+                    t,
+                    traceback,
+                    *after_frame,
+                )
             }
         });
     }
@@ -618,6 +664,7 @@ fn is_jsonrpc(line: &[u8]) -> bool {
 
 /// Looks at one line: journals it when it matches a watch pattern (or ends a traceback).
 /// `secrets`: the run's secret values, masked before the line is cut to [`MAX_LINE`].
+/// `after_frame`: the line before it was a stack frame (see [`is_frame`]).
 #[allow(clippy::too_many_arguments)]
 fn on_line(
     patterns: &Patterns,
@@ -628,6 +675,7 @@ fn on_line(
     line: &[u8],
     truncated: bool,
     traceback: &mut bool,
+    after_frame: bool,
 ) {
     // Secrets are masked before the cut to MAX_LINE, so no secret's first bytes survive it.
     let scrubbed;
@@ -658,7 +706,13 @@ fn on_line(
     }
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end_matches('\r');
-    let Some((label, timer_s)) = patterns.read(line, text) else {
+    // Inside a traceback, or a frame and the source under it: code quoted, not an event.
+    let read = if *traceback || crate::journal::logline::is_quoted_code(text, after_frame) {
+        patterns.read_code(line)
+    } else {
+        patterns.read(line, text)
+    };
+    let Some((label, timer_s)) = read else {
         return;
     };
     // A structured line holds its whole traceback: the lines after it are not inside one.
@@ -673,6 +727,11 @@ fn on_line(
         truncated,
         timer_s,
     });
+}
+
+/// [`crate::journal::logline::is_frame`] of raw bytes.
+fn is_frame(line: &[u8]) -> bool {
+    crate::journal::logline::is_frame(String::from_utf8_lossy(line).trim_end_matches('\r'))
 }
 
 /// The exception line that ends a Python traceback ("ValueError: boom"), or None for a line inside
@@ -897,6 +956,59 @@ mod tests {
         );
     }
 
+    /// A traceback's source lines say `timeout` as code does (a real Python 3.11 traceback of a
+    /// selector interrupted in `poll`, and the same frames under logging's `stack_info`, with no
+    /// "Traceback" header, split across reads): no `[timeout]`. The server's own timeout lines,
+    /// before and after, keep their label.
+    #[test]
+    fn a_traceback_s_source_lines_are_code_not_a_timeout() {
+        let (path, journal, mut sink) = stderr_sink_of_pid_5();
+        sink.push(b"[2026-12-03 18:00:25 +0000] [2156] [CRITICAL] WORKER TIMEOUT (pid:2199)\n");
+        sink.push(
+            b"Traceback (most recent call last):\n  File \"<string>\", line 8, in <module>\n",
+        );
+        sink.push(b"  File \"/root/.pyenv/versions/3.11.7/lib/python3.11/selectors.py\", line 468, in select\n");
+        sink.push(b"    fd_event_list = self._selector.poll(timeout, max_ev)\n");
+        sink.push(b"                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n");
+        sink.push(b"  File \"/srv/gunicorn/workers/base.py\", line 204, in handle_abort\n    sys.exit(1)\nSystemExit: 1\n");
+        // logging's stack_info: frames with no header, the source line in a read of its own.
+        sink.push(b"Stack (most recent call last):\n  File \"/srv/gunicorn/arbiter.py\", line 360, in sleep\n");
+        sink.push(b"    ready = select.select([self.PIPE[0]], [], [], timeout)\n    at");
+        sink.push(b" Timeout._onTimeout (/app/index.js:5:11)\n");
+        sink.push(
+            b"upstream timed out (110: Connection timed out) while reading response header\n",
+        );
+        sink.finish();
+        journal.flush().unwrap();
+        let got: Vec<(String, String)> = logged(&path)
+            .into_iter()
+            .map(|(line, label, _)| (label, line))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "timeout".to_string(),
+                    "[2026-12-03 18:00:25 +0000] [2156] [CRITICAL] WORKER TIMEOUT (pid:2199)"
+                        .to_string()
+                ),
+                (
+                    "traceback".to_string(),
+                    "Traceback (most recent call last):".to_string()
+                ),
+                (
+                    "traceback".to_string(),
+                    "SystemExit: 1 (the exception ending a Python traceback)".to_string()
+                ),
+                (
+                    "timeout".to_string(),
+                    "upstream timed out (110: Connection timed out) while reading response header"
+                        .to_string()
+                ),
+            ]
+        );
+    }
+
     /// The Log events of a journal: (line, label, truncated).
     fn logged(path: &std::path::Path) -> Vec<(String, String, bool)> {
         crate::journal::read(path)
@@ -950,7 +1062,10 @@ mod tests {
             b"the exits are on the left".to_vec(),
             b"Traceback (most recent call last):".to_vec(),
             b"  File \"app.py\", line 3, in app".to_vec(),
+            b"    fd_event_list = self._selector.poll(timeout)".to_vec(),
+            b"  File \"/usr/lib/python3.11/timeouts.py\", line 9, in wait".to_vec(),
             b"ValueError: boom".to_vec(),
+            b"    at Timeout._onTimeout (/app/index.js:5:11)".to_vec(),
             b"fatal\x00error in \xff\xfe bytes".to_vec(),
             [vec![b'x'; MAX_LINE - 3], b"oom killer".to_vec()].concat(),
             [b"OOM first ".to_vec(), vec![b'y'; MAX_LINE + 100]].concat(),
@@ -982,6 +1097,7 @@ mod tests {
             let (ref_path, ref_j) = make("ref");
             let mut splitter = LineSplitter::with_limit(MAX_LINE + SECRET_SLACK);
             let mut tb = false;
+            let mut after_frame = false;
             let mut every = |l: &[u8], t: bool, _: bool| {
                 on_line(
                     &patterns,
@@ -992,7 +1108,9 @@ mod tests {
                     l,
                     t,
                     &mut tb,
-                )
+                    after_frame,
+                );
+                after_frame = is_frame(l);
             };
             splitter.push(&input, &mut every);
             splitter.finish(&mut every);
