@@ -218,6 +218,7 @@ fn suspicion(recs: &[Record], at: &[Failed], timer: Option<(f64, TimerSource)>) 
         detail.push_str(&format!(" — log line '{l}' as they ended"));
     }
     Suspicion {
+        armed_s: None,
         kind: SuspicionKind::RequestTimer,
         subject: Subject::Request,
         seconds: mid,

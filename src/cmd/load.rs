@@ -753,20 +753,21 @@ fn finish(
 }
 
 /// The verdicts the report keeps, as a table on stdout after the last level, whenever a row printed
-/// live was pending or now says another verdict: what a script reads last on stdout is what counts,
-/// and it agrees with the report and the summary.
+/// live was pending or now says something else (another verdict, or other counts and reasons: a
+/// later level found the timer that answered this one's refusals): what a script reads last on
+/// stdout is what counts, and it agrees with the report and the summary.
 fn final_table(a: &crate::analyze::Analysis, live: &Live) {
     let Some(load) = &a.load else {
         return;
     };
     let shown = live.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-    let changed = shown.iter().any(|(index, said)| {
+    let changed = shown.iter().any(|(index, said, line)| {
         said == "pending"
             || load
                 .levels
                 .iter()
                 .find(|l| l.index == *index)
-                .is_none_or(|l| l.verdict != *said)
+                .is_none_or(|l| l.verdict != *said || report::terminal::level_line(l) != *line)
     });
     if !changed {
         return;
@@ -786,8 +787,8 @@ struct Live {
     rows_on_stderr_terminal: bool,
     floor_shown: AtomicBool,
     rows_shown: AtomicBool,
-    /// Each level printed live (stdout) and the verdict its row said.
-    verdicts: std::sync::Mutex<Vec<(u32, String)>>,
+    /// Each level printed live (stdout), the verdict its row said and the row.
+    verdicts: std::sync::Mutex<Vec<(u32, String, String)>>,
 }
 
 impl Live {
@@ -804,7 +805,11 @@ impl Live {
 
     fn shown(&self, row: &crate::analyze::verdict::LevelRow) {
         let mut v = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-        v.push((row.index, row.verdict.clone()));
+        v.push((
+            row.index,
+            row.verdict.clone(),
+            report::terminal::level_line(row),
+        ));
     }
 }
 
