@@ -910,13 +910,33 @@ impl<'a> LoadAcc<'a> {
                 // nothing: it is not a pass. (Refusals a timer answered are failures, said above.)
                 let why = refusals.get(&l.index).cloned().unwrap_or_default();
                 let failed = l.counts.timeout + l.counts.error + l.counts.no_listener;
-                reasons.push(if failed == 0 {
-                    format!("served nothing: the server refused every request ({why})")
-                } else {
-                    format!(
+                // Refusals that all took time are said with their time: capacity answers at once,
+                // and a timer no level named is not ruled out.
+                let slow = l
+                    .time_to_refuse
+                    .as_ref()
+                    .filter(|t| t.min >= ok_timers::MIN_REFUSAL_S)
+                    .map(|t| ok_timers::range(t.min, t.max));
+                reasons.push(match (failed, slow) {
+                    (0, None) => {
+                        format!("served nothing: the server refused every request ({why})")
+                    }
+                    (0, Some(took)) => {
+                        format!("served nothing: every request was refused after {took} ({why})")
+                    }
+                    (_, None) => format!(
                         "served nothing: the server refused the other {} ({why})",
                         plural(l.counts.rejected, "request")
-                    )
+                    ),
+                    (_, Some(took)) => {
+                        let n = l.counts.rejected;
+                        let were = if n == 1 {
+                            "request was"
+                        } else {
+                            "requests were"
+                        };
+                        format!("served nothing: the other {n} {were} refused after {took} ({why})")
+                    }
                 });
             }
             match &l.health_after {
@@ -1093,6 +1113,37 @@ pub fn await_cliff_base(load: &mut LoadAnalysis, lowest_to_come: Option<u32>) ->
             0,
             format!(
                 "the cliff rule waits for level {to_come}, the lowest still to run, whose per-request figure will be its base; {so_far}"
+            ),
+        );
+        l.verdict = "pending".into();
+        any = true;
+    }
+    any
+}
+
+/// While a run goes on, after each level: a level that passed with refusals that took time (as long
+/// as a timer may) becomes "pending" when more levels are to run (`more_to_come`): one of them may
+/// name the timer that answered those refusals, which makes them failures here
+/// ([`super::classify`]). A level that failed stays failed (failures at a timer fail it too).
+/// Returns whether any row became pending. Never applied to a finished run's analysis.
+pub fn await_refusal_timers(load: &mut LoadAnalysis, more_to_come: bool) -> bool {
+    if !more_to_come {
+        return false;
+    }
+    let mut any = false;
+    for l in load.levels.iter_mut().filter(|l| l.verdict == "pass") {
+        let Some(t) = l
+            .time_to_refuse
+            .as_ref()
+            .filter(|t| t.max >= ok_timers::MIN_REFUSAL_S)
+        else {
+            continue;
+        };
+        l.reasons.insert(
+            0,
+            format!(
+                "refusals here took up to {}: a level still to run may name the timer that answered them, which makes them failures; no rule failed so far",
+                ok_timers::range(t.max, t.max)
             ),
         );
         l.verdict = "pending".into();
@@ -2197,6 +2248,43 @@ mod tests {
             "{}",
             s.detail
         );
+    }
+
+    #[test]
+    fn slow_refusals_no_level_explained_wait_for_the_levels_to_come_and_are_said_with_their_time() {
+        let no = Outcome::Rejected {
+            status: Some(503),
+            reason: "HTTP 503".into(),
+        };
+        let mut ev = vec![(0.0, settings()), level(0, 1, 0.1, 7)];
+        ev.push(req(0, 0, 0.1, 0.002, Outcome::Ok));
+        ev.push(req(1, 0, 0.2, 2.0, no.clone()));
+        ev.push(level_end(0, 1, 2.5, 7));
+        ev.push(level(1, 2, 2.6, 7));
+        let (t, mut e) = req(2, 1, 2.6, 2.0, no);
+        if let Event::Request { detail, .. } = &mut e {
+            *detail = Some("HTTP 503 'handler timed out'".into());
+        }
+        ev.push((t, e));
+        ev.push(level_end(1, 2, 4.8, 7));
+        ev.push((4.9, end()));
+        let mut l = analyze(&loaded(ev)).load.unwrap();
+        assert_eq!(l.levels[0].verdict, "pass");
+        assert_eq!(l.levels[0].counts.rejected, 1);
+        // One slow refusal, alone in the run: no timer is named, and none is ruled out.
+        assert_eq!(
+            l.levels[1].reasons,
+            vec!["served nothing: every request was refused after 2.00 s (HTTP 503 'handler timed out')"]
+        );
+        // While levels are still to run, the pass may turn: pending, and said why.
+        assert!(!await_refusal_timers(&mut l.clone(), false));
+        assert!(await_refusal_timers(&mut l, true));
+        assert_eq!(l.levels[0].verdict, "pending");
+        assert_eq!(
+            l.levels[0].reasons[0],
+            "refusals here took up to 2.00 s: a level still to run may name the timer that answered them, which makes them failures; no rule failed so far"
+        );
+        assert_eq!(l.levels[1].verdict, "fail", "a failure stays one");
     }
 
     #[test]

@@ -360,7 +360,13 @@ async fn measure(
             LevelRun::Stopped(why) => not_run.push(format!("level {name}: {why}")),
         }
         previous = target.identity().or(previous);
-        let row = after_level(journal, args, index as u32, plan.workers_to_come());
+        let row = after_level(
+            journal,
+            args,
+            index as u32,
+            plan.workers_to_come(),
+            plan.levels_to_come(),
+        );
         if let Some(row) = &row {
             if !live.rows_shown.swap(true, Ordering::Relaxed) {
                 crate::outln!("{}", report::terminal::level_header());
@@ -712,18 +718,21 @@ pub(crate) fn foreign_listener(port: u16) -> Option<String> {
 /// After each level: the report is rewritten (so a killed run still leaves an up-to-date one, labelled
 /// partial), and the level's terminal line comes from the same analysis of the journal so far. A
 /// verdict a lower level still to run (`lowest_to_come`, from the plan) may change reads "pending",
-/// in the row and in the report alike.
+/// in the row and in the report alike; so does a pass with refusals that took time while levels are
+/// still to run (`more_to_come`), as one of them may name the timer that answered them.
 fn after_level(
     journal: &Journal,
     args: &LoadArgs,
     index: u32,
     lowest_to_come: Option<u32>,
+    more_to_come: bool,
 ) -> Option<crate::analyze::verdict::LevelRow> {
     journal.flush().ok()?;
     let file = crate::sources::journal::JournalFile::open(journal.path()).ok()?;
     let mut a = crate::analyze::analyze(&file);
     if let Some(l) = a.load.as_mut() {
         crate::analyze::verdict::await_cliff_base(l, lowest_to_come);
+        crate::analyze::verdict::await_refusal_timers(l, more_to_come);
     }
     if let Some(p) = &args.output.report {
         if let Err(e) = report::write_file(&report::json::Json, &a, p, "--report") {
