@@ -404,13 +404,15 @@ fn nginx_answering_503_when_its_2s_proxy_read_timeout_fires_fails_the_level() {
     );
     let nginx = nginx.display().to_string();
     let conf = conf.display().to_string();
+    // Level 1 sends requests 0–2 (the third at the timer, alone there); level 4 sends 3–14.
     let run = load(
         &dir,
         port,
-        &["--levels", "4", "--rounds", "3"],
+        &["--levels", "1,4", "--rounds", "3"],
         &[&nginx, "-e", "stderr", "-c", &conf],
     );
     assert_eq!(run.out.status.code(), Some(1));
+    failed_at_the_timer(&run, 1, 2, 1);
     failed_at_the_timer(&run, 4, 8, 4);
     let f = &level(&run.report, 4)["failures"][0];
     assert!(
@@ -421,16 +423,27 @@ fn nginx_answering_503_when_its_2s_proxy_read_timeout_fires_fails_the_level() {
         "{f:#}"
     );
     let (stdout, _) = text(&run.out);
+    // Level 1's row, printed before level 4 ran, waits for it; the final table says the decision.
+    let (figures, live) = row(&stdout, 1);
+    assert_eq!(figures, [1, 2, 0, 0, 1], "{live}");
+    assert!(
+        live.contains("PENDING (refusals here took up to 2."),
+        "{live}"
+    );
+    let (_, last) = stdout
+        .rsplit_once("final verdicts:\n")
+        .unwrap_or_else(|| panic!("no final table on stdout:\n{stdout}"));
+    let (figures, line) = row(last, 1);
+    assert_eq!(figures, [1, 2, 0, 1, 0], "{line}");
+    assert!(
+        line.contains("FAIL (1 request failed at a 2 s timer"),
+        "{line}"
+    );
     let (figures, _) = row(&stdout, 4);
     assert_eq!(figures, [4, 8, 0, 4, 0]);
     let t = traced(&run.trace);
-    assert_eq!(
-        t.iter()
-            .filter(|(o, w)| o == "error" && w == AT_TIMER)
-            .count(),
-        4,
-        "{t:?}"
-    );
+    let at = t.iter().filter(|(o, w)| o == "error" && w == AT_TIMER);
+    assert_eq!(at.count(), 5, "{t:?}");
     assert!(t.iter().all(|(o, _)| o != "rejected"), "{t:?}");
 }
 

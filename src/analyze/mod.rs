@@ -294,14 +294,16 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         .map(verdict::LoadAcc::classes)
         .unwrap_or_default();
     if !classes.is_empty() {
+        // The first fold's state goes before the second's is built: memory is one fold's.
+        drop(ladder.take());
+        picture_requests = picture::Requests::new(end_s, observed_scope);
         let mut again = verdict::LoadAcc::new(recs, &processes, &named).classified(classes.clone());
-        let mut picture_again = picture::Requests::new(end_s, observed_scope).classified(classes);
+        picture_requests = picture_requests.classified(classes);
         for r in requests_pass() {
             again.request(&r);
-            picture_again.request(&r);
+            picture_requests.request(&r);
         }
         ladder = Some(again);
-        picture_requests = picture_again;
     }
     let mut soak = soak;
     if let Some(s) = soak.as_mut() {

@@ -38,7 +38,7 @@ pub fn tight(d: f64) -> f64 {
 }
 
 /// How far after a named timer a mode may start: the work after the timer fired (a fallback).
-fn late_by(t: f64) -> f64 {
+pub(crate) fn late_by(t: f64) -> f64 {
     (t * 0.1).max(0.1)
 }
 
