@@ -298,7 +298,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         drop(ladder.take());
         picture_requests = picture::Requests::new(end_s, observed_scope);
         let mut again = verdict::LoadAcc::new(recs, &processes, &named).classified(classes.clone());
-        picture_requests = picture_requests.classified(classes);
+        picture_requests = picture_requests.classified(classes.clone());
         for r in requests_pass() {
             again.request(&r);
             picture_requests.request(&r);
@@ -342,6 +342,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
             &settings,
             load.as_mut(),
             &mut suspicions,
+            &classes,
         )
     } else {
         None
