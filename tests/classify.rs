@@ -212,7 +212,8 @@ fn failed_at_the_timer(run: &Run, concurrency: u64, ok: u64, n: u64) {
     for f in failures {
         assert_eq!(f["outcome"], AT_TIMER, "{f:#}");
         let d = f["duration_s"].as_f64().unwrap();
-        assert!((2.0..2.5).contains(&d), "{f:#}");
+        // nginx reads its clock coarsely: its 2 s may end a hair early.
+        assert!((1.9..2.5).contains(&d), "{f:#}");
     }
     let cells = html_row(&run.html, concurrency);
     assert_eq!(cells[1], "FAIL", "{cells:?}");
@@ -253,7 +254,7 @@ fn a_handler_timeout_answering_503_at_2s_to_one_request_in_three_fails_its_level
     );
     // How long they took is time to give up, not refusing.
     assert!(l["time_to_refuse"].is_null(), "{l:#}");
-    assert!(l["time_to_give_up"]["min"].as_f64().unwrap() >= 2.0);
+    assert!(l["time_to_give_up"]["min"].as_f64().unwrap() >= 1.9);
     // The finding itself, said once, with where it counted.
     let s = run.report["suspicions"].as_array().unwrap();
     let found: Vec<&str> = s
