@@ -219,6 +219,7 @@ impl<'a> Cuts<'a> {
                 _ => None,
             };
             suspicions.push(Suspicion {
+                armed_s: None,
                 kind: SuspicionKind::RoundTimer,
                 subject: Subject::Request,
                 seconds: (lo + hi) / 2.0,

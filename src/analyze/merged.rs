@@ -109,6 +109,7 @@ pub fn analyze(
     spans: &RequestSpans,
     lives: &[ProcessLife],
     load: Option<&mut LoadAnalysis>,
+    classes: &super::classify::Classes,
 ) -> Option<MergedAnalysis> {
     if header.sources.is_empty() {
         return None;
@@ -192,11 +193,16 @@ pub fn analyze(
             duration_s,
             outcome,
             detail,
+            status,
             ..
         } = &r.event
         else {
             continue;
         };
+        // The run's one decision on this request: a refusal a timer answered is a failure at it.
+        let at_timer = classes
+            .at_timer(group, outcome, *status, *duration_s)
+            .map(|(_, rule)| rule.kind());
         let o = r.origin.unwrap_or(u16::MAX);
         per_source.entry(o).or_default().0 += 1;
         if wanted.contains(id) {
@@ -247,6 +253,29 @@ pub fn analyze(
                 acc.row.counts.ok += 1;
                 acc.ok.record(*duration_s);
             }
+            Outcome::Rejected { .. } if at_timer.is_some() => {
+                acc.row.counts.error += 1;
+                acc.failed.record(*duration_s);
+                let kind = at_timer.clone().unwrap_or_default();
+                *acc.row.errors_by_kind.entry(kind.clone()).or_default() += 1;
+                if acc.row.failures.len() < FAILURES_KEPT {
+                    let (annotation, _) =
+                        annotate(recs, lives, Some(&seen), *start_s, end, outcome, None);
+                    let annotation = match detail.as_deref().filter(|d| !d.is_empty()) {
+                        Some(said) => format!("answered {said}; {annotation}"),
+                        None => annotation,
+                    };
+                    acc.row.failures.push(FailedRequest {
+                        id: *id,
+                        start_s: *start_s,
+                        end_s: end,
+                        duration_s: *duration_s,
+                        outcome: kind,
+                        annotation,
+                        detail: None,
+                    });
+                }
+            }
             Outcome::Rejected { .. } => acc.row.counts.rejected += 1,
             Outcome::Timeout { .. } | Outcome::Error { .. } => {
                 if matches!(outcome, Outcome::Timeout { .. }) {
@@ -296,7 +325,12 @@ pub fn analyze(
             }
         }
         if let Some(w) = windows.as_mut().filter(|_| k6) {
-            w.add(end, outcome.label(), *duration_s);
+            let label = if at_timer.is_some() {
+                "error"
+            } else {
+                outcome.label()
+            };
+            w.add(end, label, *duration_s);
         }
     }
 
@@ -519,6 +553,78 @@ mod tests {
             error: ErrorKind::ConnectRefused,
             status: None,
         }
+    }
+
+    #[test]
+    fn a_merged_run_s_level_rows_count_refusals_a_timer_answered_as_failures_at_it() {
+        use crate::journal::{Identity, LoadSettings, Probe, Settings};
+        let probe = Probe {
+            status: Some(200),
+            error: None,
+            duration_s: 0.001,
+            connected: false,
+        };
+        let id = Some(Identity {
+            pid: 7,
+            start_time: 1,
+            container_id: None,
+            container_started_at: None,
+            socket_inode: None,
+        });
+        let start = |index: u32, concurrency: u32| Event::LevelStart {
+            index,
+            concurrency,
+            health: probe.clone(),
+            identity: id.clone(),
+            skipped: None,
+        };
+        let stop = |index: u32, concurrency: u32| Event::LevelEnd {
+            index,
+            concurrency,
+            health: probe.clone(),
+            identity: id.clone(),
+            stopped: None,
+            not_sent: None,
+            held: None,
+            witness_cpu_s: None,
+            protocol: None,
+        };
+        let no = Outcome::Rejected {
+            status: Some(503),
+            reason: "HTTP 503".into(),
+        };
+        let settings = Event::Settings(Settings {
+            load: Some(LoadSettings {
+                factor: 1.5,
+                cliff_slack_s: 0.05,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let mut ev = vec![
+            (0.0, Some(0), settings),
+            (0.1, Some(0), start(0, 1)),
+            (2.1, Some(0), req(1, "level0", 0.1, 2.0, no.clone())),
+            (2.2, Some(0), stop(0, 1)),
+            (2.3, Some(0), start(1, 4)),
+        ];
+        for i in 0..4 {
+            ev.push((4.3, Some(0), req(2 + i, "level1", 2.3, 2.002, no.clone())));
+        }
+        ev.push((4.4, Some(0), stop(1, 4)));
+        let a = crate::analyze::analyze(&merged(ev));
+        let m = a.merged.expect("merged");
+        let row = |g: &str| m.groups.iter().find(|r| r.group == g).unwrap();
+        for (g, n) in [("level0", 1), ("level1", 4)] {
+            let c = &row(g).counts;
+            assert_eq!((c.error, c.rejected), (n, 0), "{g}");
+            assert_eq!(
+                row(g).failures[0].outcome,
+                "error: HTTP 503 at a 2 s timer inside the server"
+            );
+        }
+        let l = a.load.unwrap();
+        assert_eq!(l.levels[0].counts.error, 1);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
+pub mod classify;
 pub mod cuts;
 pub mod gpu;
 pub mod inflight;
@@ -91,6 +92,10 @@ pub struct Suspicion {
     pub timer_source: TimerSource,
     /// When on the run's clock (the exit, or the request's end).
     pub t_s: f64,
+    /// A process's timer armed after the process started: how long after (the figure its words
+    /// give). The timer fires at the start plus this plus `timer_s`; None: armed at the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub armed_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     /// The journal group (a level, a soak kind, an observed method) whose requests it is about.
@@ -265,7 +270,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     // wrap (a wrap journal's requests are all observed calls; a merged one's wrap sources too).
     let mut failures = (settings.load.is_some() || observed.is_some())
         .then(|| request_timers::Failures::new(recs));
-    let mut picture_requests = picture::Requests::new(end_s, observed_scope);
+    let mut picture_requests = picture::Requests::new(end_s, observed_scope.clone());
     // The requests each exit cut, told once with the exit, whichever journal they came from.
     let mut cuts = cuts::Cuts::new(header, recs, &processes);
     let soak = {
@@ -288,6 +293,25 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         fold.for_each(drop);
         soak
     };
+    // One classification per request: refusals a timer answered, found in the levels' refusal
+    // histograms, are failures at that timer in every level. When the run has any, the ladder and
+    // the picture fold the requests once more, each request classified by the same rules.
+    let classes = ladder
+        .as_ref()
+        .map(verdict::LoadAcc::classes)
+        .unwrap_or_default();
+    if !classes.is_empty() {
+        // The first fold's state goes before the second's is built: memory is one fold's.
+        drop(ladder.take());
+        picture_requests = picture::Requests::new(end_s, observed_scope);
+        let mut again = verdict::LoadAcc::new(recs, &processes, &named).classified(classes.clone());
+        picture_requests = picture_requests.classified(classes.clone());
+        for r in requests_pass() {
+            again.request(&r);
+            picture_requests.request(&r);
+        }
+        ladder = Some(again);
+    }
     let mut soak = soak;
     if let Some(s) = soak.as_mut() {
         suspicions.append(&mut s.suspicions);
@@ -323,6 +347,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
             &spans,
             &processes,
             load.as_mut(),
+            &classes,
         )
     } else {
         None
@@ -558,6 +583,7 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
             .then(|| ((age * 10.0).floor() / 10.0, TimerSource::Exit124));
         if let (None, None, Some((timer, source))) = (&at, &late, fired) {
             out.push(Suspicion {
+                armed_s: None,
                 kind: SuspicionKind::RoundTimer,
                 subject: Subject::ProcessExit,
                 seconds: age,
@@ -575,6 +601,7 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
             });
         } else if let Some((timer, source)) = at {
             out.push(Suspicion {
+                armed_s: None,
                 kind: SuspicionKind::RoundTimer,
                 subject: Subject::ProcessExit,
                 seconds: age,
@@ -594,7 +621,10 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
         } else {
             if let Some((timer, line)) = late {
                 let source = TimerSource::LogLine(line);
+                // The one figure the words and the drawing of its deadline share.
+                let armed = age - timer;
                 out.push(Suspicion {
+                    armed_s: Some(armed),
                     kind: SuspicionKind::RoundTimer,
                     subject: Subject::ProcessExit,
                     seconds: age,
@@ -607,8 +637,8 @@ fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion>
                         l.pid,
                         age,
                         source.describe(timer),
-                        age - timer,
-                        age - timer
+                        armed,
+                        armed
                     ),
                     timer_source: source,
                 });
@@ -723,7 +753,15 @@ pub(crate) mod tests {
         let s = &a.suspicions[0];
         assert_eq!((s.timer_s, s.seconds), (6.0, 15.25));
         assert!(s.detail.contains("differ by 9.25 s"), "{}", s.detail);
+        assert!(
+            s.detail
+                .contains("armed about 9.25 s after the process started"),
+            "{}",
+            s.detail
+        );
         assert!(s.detail.contains("no shutdown after 6s"), "{}", s.detail);
+        // The figure the words give is carried, so its deadline is drawn where they put it.
+        assert_eq!(s.armed_s, Some(9.25));
         // A clean exit, or a line long before the exit, is not that.
         let clean = analyze(&loaded(vec![
             (0.0, spawn(7)),

@@ -38,7 +38,7 @@ pub fn tight(d: f64) -> f64 {
 }
 
 /// How far after a named timer a mode may start: the work after the timer fired (a fallback).
-fn late_by(t: f64) -> f64 {
+pub(crate) fn late_by(t: f64) -> f64 {
     (t * 0.1).max(0.1)
 }
 
@@ -230,7 +230,7 @@ pub fn timer_words(t: f64) -> String {
 }
 
 /// "2.00–2.01 s", or "2.00 s" when both ends read the same.
-fn range(lo: f64, hi: f64) -> String {
+pub(crate) fn range(lo: f64, hi: f64) -> String {
     let (a, b) = (format!("{lo:.2}"), format!("{hi:.2}"));
     if a == b {
         format!("{a} s")
@@ -325,7 +325,7 @@ pub fn ok_mode(ok: &Summary, timers: &[(f64, TimerSource)]) -> Option<Mode> {
     })
 }
 
-fn source_words(t: f64, src: &TimerSource) -> String {
+pub(crate) fn source_words(t: f64, src: &TimerSource) -> String {
     match src {
         TimerSource::Round => String::new(),
         s => format!(" ({})", s.describe(t)),
@@ -351,6 +351,7 @@ pub fn ok_suspicion(
     };
     if let Some(m) = ok_mode(ok, timers) {
         return Some(Suspicion {
+            armed_s: None,
             kind: SuspicionKind::OkTimer,
             subject: Subject::Request,
             seconds: (m.lo + m.hi) / 2.0,
@@ -392,6 +393,7 @@ pub fn ok_suspicion(
         });
         if let Some((t, src)) = at {
             return Some(Suspicion {
+                armed_s: None,
                 kind: SuspicionKind::OkTimer,
                 subject: Subject::Request,
                 seconds: v,
@@ -434,6 +436,8 @@ pub fn suspicions(
 pub struct RefusalTimer {
     pub count: u64,
     pub refused: u64,
+    /// The status they carried (None: a refusal with none, as MCP's QUEUE_FULL).
+    pub status: Option<u16>,
     /// "HTTP 503".
     pub answered: String,
     pub lo: f64,
@@ -463,8 +467,16 @@ impl RefusalTimer {
 }
 
 /// The refusals of one status that cluster at one duration of at least [`MIN_REFUSAL_S`]: at
-/// least [`MIN_CLUSTER`] of them, and at least half of that status's refusals.
+/// least [`MIN_CLUSTER`] of them, and at least half of that status's refusals. The largest such
+/// cluster of any status.
 pub fn refusal_timer(acc: &Acc, timers: &[(f64, TimerSource)]) -> Option<RefusalTimer> {
+    refusal_timers(acc, timers)
+        .into_iter()
+        .max_by_key(|r| r.count)
+}
+
+/// Every status's cluster of refusals at one duration (see [`refusal_timer`]), in status order.
+pub fn refusal_timers(acc: &Acc, timers: &[(f64, TimerSource)]) -> Vec<RefusalTimer> {
     let refused = acc.refused();
     acc.refused
         .iter()
@@ -479,6 +491,7 @@ pub fn refusal_timer(acc: &Acc, timers: &[(f64, TimerSource)]) -> Option<Refusal
             Some(RefusalTimer {
                 count: w.count,
                 refused,
+                status: *status,
                 answered: status
                     .map(|s| format!("HTTP {s}"))
                     .unwrap_or_else(|| "a refusal".into()),
@@ -488,12 +501,13 @@ pub fn refusal_timer(acc: &Acc, timers: &[(f64, TimerSource)]) -> Option<Refusal
                 source,
             })
         })
-        .max_by_key(|r| r.count)
+        .collect()
 }
 
 /// The suspicion for refusals at a timer.
 pub fn refusal_suspicion(what: &str, r: &RefusalTimer, t_s: f64) -> Suspicion {
     Suspicion {
+        armed_s: None,
         kind: SuspicionKind::RefusalTimer,
         subject: Subject::Request,
         seconds: (r.lo + r.hi) / 2.0,
@@ -553,6 +567,7 @@ pub fn rate_limit(levels: &[(u32, &Acc)], t_s: f64) -> Option<Suspicion> {
         .map(|x| x.1.refused_as())
         .unwrap_or_default();
     Some(Suspicion {
+        armed_s: None,
         kind: SuspicionKind::RateLimit,
         subject: Subject::Request,
         seconds: 1.0 / rate,

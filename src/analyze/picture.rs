@@ -535,6 +535,9 @@ pub struct Requests {
     time_hist: Vec<LogHist>,
     /// Which requests are calls wrap observed (None: the journal has none).
     observed: Option<super::observed::Scope>,
+    /// The run's decision on refusals a timer answered: such a request is drawn as the failure
+    /// it is.
+    classes: super::classify::Classes,
 }
 
 impl Requests {
@@ -555,7 +558,14 @@ impl Requests {
             time_bucket_s: (end_s / TIME_BUCKETS as f64).max(1e-6),
             time_counts: vec![[0; 4]; TIME_BUCKETS],
             time_hist: vec![LogHist::default(); TIME_BUCKETS],
+            classes: super::classify::Classes::default(),
         }
+    }
+
+    /// The same fold, each request classified by `classes` ([`super::classify`]).
+    pub fn classified(mut self, classes: super::classify::Classes) -> Self {
+        self.classes = classes;
+        self
     }
 
     pub fn request(&mut self, r: &Record) {
@@ -613,7 +623,14 @@ impl Requests {
         grp.rows = grp.rows.max(row + 1);
         grp.first_s = grp.first_s.min(*start_s);
         grp.last_s = grp.last_s.max(end_s);
-        let class = Class::of(outcome);
+        let at_timer = self
+            .classes
+            .at_timer(group, outcome, *status, *duration_s)
+            .map(|(_, rule)| rule.kind());
+        let class = match at_timer {
+            Some(_) => Class::Error,
+            None => Class::of(outcome),
+        };
         grp.counts[class.index()] += 1;
         let b = ((end_s / self.bucket_s) as usize).min(BUCKETS - 1);
         self.counts[g][b][class.index()] += 1;
@@ -630,6 +647,7 @@ impl Requests {
             return;
         }
         let what = match (class, status) {
+            _ if at_timer.is_some() => at_timer.unwrap_or_default(),
             (Class::Ok, None) => String::new(),
             (Class::Ok, Some(s)) if *s == 200 => String::new(),
             (Class::Ok, Some(s)) => format!("ok {s}"),
@@ -859,13 +877,25 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                 .rev()
                 .find(|l| l.pid == p && l.spawn_t_s <= s.t_s)
         });
+        // Armed later than the start (the words say how much later): drawn where that puts it.
+        let armed = s.armed_s.unwrap_or(0.0);
         let (t, from) = match life {
+            Some(l) if armed > 0.0 => (
+                l.spawn_t_s + armed + s.timer_s,
+                format!(
+                    "t={:.3}s, {} after pid {}'s start at t={:.3}s,",
+                    l.spawn_t_s + armed,
+                    secs(armed),
+                    l.pid,
+                    l.spawn_t_s
+                ),
+            ),
             Some(l) => (
                 l.spawn_t_s + s.timer_s,
                 format!("pid {}'s start at t={:.3}s", l.pid, l.spawn_t_s),
             ),
             None => {
-                let start = s.t_s - s.seconds;
+                let start = s.t_s - s.seconds + armed;
                 (start + s.timer_s, format!("t={start:.3}s"))
             }
         };
@@ -1246,6 +1276,39 @@ mod tests {
             .any(|m| m.kind == MarkerKind::Log && m.text.contains("force-exiting after 6s")));
         assert_eq!(p.bands.len(), 1);
         assert_eq!(p.bands[0].end_s, Some(16.01));
+    }
+
+    #[test]
+    fn a_timer_armed_after_the_start_is_drawn_where_its_words_put_it() {
+        // The process started at t=2; its 6 s watchdog was armed 0.68 s later (the words say
+        // so), so it fires at t=8.68, where the process exits: not at its start + 6 s.
+        let a = analyze(&loaded(vec![
+            (2.0, spawn(7)),
+            (8.67, watchdog_log(7)),
+            (8.68, exit(7, 124, 6.68, false)),
+            (9.0, end()),
+        ]));
+        let s = &a.suspicions[0];
+        assert!(
+            s.detail
+                .contains("so the timer was armed about 0.68 s after the process started"),
+            "{}",
+            s.detail
+        );
+        let deadline = a
+            .picture
+            .markers
+            .iter()
+            .find(|m| m.kind == MarkerKind::TimerDeadline)
+            .expect("a deadline marker");
+        assert!((deadline.t_s - 8.68).abs() < 1e-9, "{deadline:?}");
+        assert!(
+            deadline.text.starts_with(
+                "t=8.680s: a 6s timer armed at t=2.680s, 680ms after pid 7's start at t=2.000s, fires here."
+            ),
+            "{}",
+            deadline.text
+        );
     }
 
     #[test]

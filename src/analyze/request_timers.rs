@@ -233,6 +233,7 @@ fn suspicion(recs: &[Record], at: &[Failed], timer: Option<(f64, TimerSource)>) 
         detail.push_str(&format!(" — log line '{l}' as they ended"));
     }
     Suspicion {
+        armed_s: None,
         kind: SuspicionKind::RequestTimer,
         subject: Subject::Request,
         seconds: mid,
@@ -324,6 +325,7 @@ fn tied_to_timeout_lines(
         ""
     };
     let s = Suspicion {
+        armed_s: None,
         kind: SuspicionKind::RequestTimer,
         subject: Subject::Request,
         seconds: mid,

@@ -295,6 +295,7 @@ fn syn_retransmission(
     };
     let k = SYN_RETRANSMIT_S[first];
     Some(Suspicion {
+        armed_s: None,
         kind: SuspicionKind::SynRetransmit,
         subject: Subject::Connect,
         seconds: l.syn[first].min,
@@ -325,6 +326,7 @@ fn nagle(row: &LevelOf, l: &Level) -> Option<Suspicion> {
         .filter(|(_, b)| b.n * 2 > l.bodies)?;
     let timer = DELAYED_ACK_S[i].0;
     Some(Suspicion {
+        armed_s: None,
         kind: SuspicionKind::NagleDelayedAck,
         subject: Subject::ResponseBody,
         seconds: b.min,

@@ -447,6 +447,12 @@ pub struct LoadAcc<'a> {
     mcp: bool,
     /// The requests' phases and TCP's timers in them.
     tcp: super::tcp_timers::Acc,
+    /// The run's decision on refusals a timer answered ([`super::classify`]); empty until the
+    /// levels' refusals have been looked at once.
+    classes: super::classify::Classes,
+    /// Per level, per rule of `classes`: how many requests failed at it, their shortest and
+    /// longest duration.
+    at_timer: BTreeMap<u32, BTreeMap<usize, (u64, f64, f64)>>,
 }
 
 impl<'a> LoadAcc<'a> {
@@ -592,7 +598,36 @@ impl<'a> LoadAcc<'a> {
             stdio: mcp_transport(recs).as_deref() == Some("stdio"),
             mcp: mcp_transport(recs).is_some(),
             tcp: super::tcp_timers::Acc::new(recs),
+            classes: super::classify::Classes::default(),
+            at_timer: BTreeMap::new(),
         }
+    }
+
+    /// The same accumulator, classifying each request by `classes` (the rules an earlier fold of
+    /// the same requests found, [`LoadAcc::classes`]).
+    pub fn classified(mut self, classes: super::classify::Classes) -> Self {
+        self.classes = classes;
+        self
+    }
+
+    /// The refusal timers every level found in what it answered: the rules each request of the
+    /// ladder is classified by. Read from the levels' refusal histograms, whatever their size.
+    pub fn classes(&self) -> super::classify::Classes {
+        let mut rules = Vec::new();
+        for (index, a) in &self.answered {
+            let Some(l) = self.levels.iter().rev().find(|l| l.index == *index) else {
+                continue;
+            };
+            for timer in ok_timers::refusal_timers(a, &self.timers) {
+                rules.push(super::classify::Rule {
+                    found_at: format!("level {}", l.concurrency),
+                    group: group_of_level(*index),
+                    t_s: l.end_t_s.unwrap_or(l.start_t_s),
+                    timer,
+                });
+            }
+        }
+        super::classify::Classes::new(rules)
     }
 
     /// Folds one record in: a request of a ladder level counts; anything else is ignored.
@@ -606,6 +641,7 @@ impl<'a> LoadAcc<'a> {
             outcome,
             detail,
             scheduled_s,
+            status,
             ..
         } = &r.event
         else {
@@ -620,7 +656,15 @@ impl<'a> LoadAcc<'a> {
         if let Some(rate) = l.rate.as_mut() {
             rate.request(r);
         }
-        self.answered.entry(index).or_default().request(r);
+        let at_timer = self
+            .classes
+            .at_timer(group, outcome, *status, *duration_s)
+            .map(|(k, rule)| (k, rule.kind()));
+        // What the level answered, as its counts say it: a refusal a timer answered is no longer
+        // one (the rules were found in an earlier fold, and their suspicions come from there).
+        if at_timer.is_none() {
+            self.answered.entry(index).or_default().request(r);
+        }
         self.tcp.request(index, r);
         if outcome.is_answer() {
             self.seen.answered(r.t_s);
@@ -633,6 +677,46 @@ impl<'a> LoadAcc<'a> {
         {
             // Cut short by witness's own stop: not the server's failure, and never latency.
             l.counts.interrupted += 1;
+            return;
+        }
+        if let Some((k, kind)) = at_timer {
+            // A refusal at a timer inside the server: the server's failure, not capacity.
+            l.counts.error += 1;
+            *l.errors_by_kind.entry(kind.clone()).or_default() += 1;
+            let d = *duration_s;
+            let at = self
+                .at_timer
+                .entry(index)
+                .or_default()
+                .entry(k)
+                .or_insert((0, d, d));
+            *at = (at.0 + 1, at.1.min(d), at.2.max(d));
+            self.failed_durations.entry(index).or_default().record(d);
+            if l.failures.len() < FAILURES_KEPT {
+                let (annotation, _) = annotate(
+                    recs,
+                    lives,
+                    Some(&self.seen),
+                    *start_s,
+                    r.t_s,
+                    outcome,
+                    None,
+                );
+                // The server's own words first, as for any failure it answered.
+                let annotation = match detail.as_deref().filter(|d| !d.is_empty()) {
+                    Some(said) => format!("answered {said}; {annotation}"),
+                    None => annotation,
+                };
+                l.failures.push(FailedRequest {
+                    id: *id,
+                    start_s: *start_s,
+                    end_s: r.t_s,
+                    duration_s: d,
+                    outcome: kind,
+                    annotation,
+                    detail: None,
+                });
+            }
             return;
         }
         match outcome {
@@ -720,6 +804,8 @@ impl<'a> LoadAcc<'a> {
             stdio,
             mcp,
             tcp,
+            classes,
+            at_timer,
             ..
         } = self;
         let of: Vec<super::tcp_timers::LevelOf> = levels
@@ -879,8 +965,17 @@ impl<'a> LoadAcc<'a> {
             if l.counts.timeout > 0 {
                 reasons.push(plural(l.counts.timeout, "timeout"));
             }
-            if l.counts.error > 0 {
-                reasons.push(plural(l.counts.error, "error"));
+            // Failures at a timer inside the server are said with the timer; other errors counted.
+            let at = at_timer.get(&l.index);
+            let at_n: u64 = at.map(|m| m.values().map(|x| x.0).sum()).unwrap_or(0);
+            if l.counts.error > at_n {
+                reasons.push(plural(l.counts.error - at_n, "error"));
+            }
+            for (k, (n, lo, hi)) in at.into_iter().flatten() {
+                if let Some(rule) = classes.rules().get(*k) {
+                    let own = rule.group == group_of_level(l.index);
+                    reasons.push(rule.reason(*n, *lo, *hi, own));
+                }
             }
             if l.counts.no_listener > 0 {
                 reasons.push(format!(
@@ -910,18 +1005,37 @@ impl<'a> LoadAcc<'a> {
                 reasons.push("no request completed".into());
             } else if l.counts.ok == 0 && l.counts.rejected > 0 {
                 // Refusing work is correct under overload, but a level that served nothing measured
-                // nothing: it is not a pass.
+                // nothing: it is not a pass. (Refusals a timer answered are failures, said above.)
                 let why = refusals.get(&l.index).cloned().unwrap_or_default();
-                // Refusals that took as long as a timer are a timer inside the server answering.
-                match answered
-                    .get(&l.index)
-                    .and_then(|a| ok_timers::refusal_timer(a, &timers))
-                {
-                    Some(t) => reasons.push(format!("served nothing: {}", t.words())),
-                    None => reasons.push(format!(
-                        "served nothing: the server refused every request ({why})"
-                    )),
-                }
+                let failed = l.counts.timeout + l.counts.error + l.counts.no_listener;
+                // Refusals that all took time are said with their time: capacity answers at once,
+                // and a timer no level named is not ruled out.
+                let slow = l
+                    .time_to_refuse
+                    .as_ref()
+                    .filter(|t| t.min >= ok_timers::MIN_REFUSAL_S)
+                    .map(|t| ok_timers::range(t.min, t.max));
+                reasons.push(match (failed, slow) {
+                    (0, None) => {
+                        format!("served nothing: the server refused every request ({why})")
+                    }
+                    (0, Some(took)) => {
+                        format!("served nothing: every request was refused after {took} ({why})")
+                    }
+                    (_, None) => format!(
+                        "served nothing: the server refused the other {} ({why})",
+                        plural(l.counts.rejected, "request")
+                    ),
+                    (_, Some(took)) => {
+                        let n = l.counts.rejected;
+                        let were = if n == 1 {
+                            "request was"
+                        } else {
+                            "requests were"
+                        };
+                        format!("served nothing: the other {n} {were} refused after {took} ({why})")
+                    }
+                });
             }
             match &l.health_after {
                 Some(h) if !h.healthy() => reasons.push(format!("health after: {}", h.text())),
@@ -967,6 +1081,24 @@ impl<'a> LoadAcc<'a> {
                 l.reasons
                     .extend(answered.get(&l.index).and_then(ok_timers::refused_most));
             }
+        }
+        // Each level's refusal timer, said once where it was found, with every level where it
+        // answered (their requests are failures at it there).
+        for (k, rule) in classes.rules().iter().enumerate() {
+            let at: Vec<String> = levels
+                .iter()
+                .filter(|l| at_timer.get(&l.index).is_some_and(|m| m.contains_key(&k)))
+                .map(|l| format!("level {}", l.concurrency))
+                .collect();
+            let mut s = ok_timers::refusal_suspicion(&rule.found_at, &rule.timer, rule.t_s);
+            if !at.is_empty() {
+                s.detail.push_str(&format!(
+                    "; counted as failures at that timer, not refusals ({})",
+                    at.join(", ")
+                ));
+            }
+            s.group = Some(rule.group.clone());
+            suspicions.push(s);
         }
         let served: Vec<(u32, &ok_timers::Acc)> = levels
             .iter()
@@ -1079,6 +1211,37 @@ pub fn await_cliff_base(load: &mut LoadAnalysis, lowest_to_come: Option<u32>) ->
             0,
             format!(
                 "the cliff rule waits for level {to_come}, the lowest still to run, whose per-request figure will be its base; {so_far}"
+            ),
+        );
+        l.verdict = "pending".into();
+        any = true;
+    }
+    any
+}
+
+/// While a run goes on, after each level: a level that passed with refusals that took time (as long
+/// as a timer may) becomes "pending" when more levels are to run (`more_to_come`): one of them may
+/// name the timer that answered those refusals, which makes them failures here
+/// ([`super::classify`]). A level that failed stays failed (failures at a timer fail it too).
+/// Returns whether any row became pending. Never applied to a finished run's analysis.
+pub fn await_refusal_timers(load: &mut LoadAnalysis, more_to_come: bool) -> bool {
+    if !more_to_come {
+        return false;
+    }
+    let mut any = false;
+    for l in load.levels.iter_mut().filter(|l| l.verdict == "pass") {
+        let Some(t) = l
+            .time_to_refuse
+            .as_ref()
+            .filter(|t| t.max >= ok_timers::MIN_REFUSAL_S)
+        else {
+            continue;
+        };
+        l.reasons.insert(
+            0,
+            format!(
+                "refusals here took up to {}: a level still to run may name the timer that answered them, which makes them failures; no rule failed so far",
+                ok_timers::range(t.max, t.max)
             ),
         );
         l.verdict = "pending".into();
@@ -1471,6 +1634,7 @@ fn cluster_suspicion(
         )));
     }
     Some(Constant::Alarm(Suspicion {
+        armed_s: None,
         kind: SuspicionKind::RoundTimer,
         subject: Subject::Request,
         seconds: lat.p50,
@@ -2119,7 +2283,7 @@ mod tests {
     }
 
     #[test]
-    fn a_level_that_refused_most_says_so_and_keeps_its_pass_and_timed_refusals_are_a_timer() {
+    fn a_level_that_refused_most_says_so_and_keeps_its_pass_and_timed_refusals_fail_at_a_timer() {
         let no = |s: u16| Outcome::Rejected {
             status: Some(s),
             reason: format!("HTTP {s}"),
@@ -2143,17 +2307,179 @@ mod tests {
             l.levels[0].reasons,
             vec!["refused most of its requests: 1 served (7.1/s), 5 refused (HTTP 429)"]
         );
+        // The 503s a timer answered are failures at it: counted, judged and said so.
         assert_eq!(l.levels[1].verdict, "fail");
         assert_eq!(
             l.levels[1].reasons,
-            vec!["served nothing: 4 requests were answered HTTP 503 after 2.00 s each: a 2 s timer inside the server, not a capacity refusal"]
+            vec!["4 requests failed at a 2 s timer inside the server: answered HTTP 503 after 2.00 s each, not a capacity refusal"]
         );
-        let t = l.levels[1].time_to_refuse.as_ref().unwrap();
+        let c = &l.levels[1].counts;
+        assert_eq!((c.ok, c.error, c.rejected), (0, 4, 0));
+        assert_eq!(
+            l.levels[1].errors_by_kind["error: HTTP 503 at a 2 s timer inside the server"],
+            4
+        );
+        assert!(l.levels[1].time_to_refuse.is_none());
+        let t = l.levels[1].time_to_give_up.as_ref().unwrap();
         assert_eq!((t.count, t.min, t.max), (4, 2.001, 2.004));
+        assert_eq!(l.levels[1].failures.len(), 4);
+        assert_eq!(
+            l.levels[1].failures[0].outcome,
+            "error: HTTP 503 at a 2 s timer inside the server"
+        );
+        // The instant 429s of the first level stay capacity refusals.
+        assert_eq!(l.levels[0].counts.rejected, 5);
+        let s: Vec<&Suspicion> = a
+            .suspicions
+            .iter()
+            .filter(|s| s.kind == SuspicionKind::RefusalTimer)
+            .collect();
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(
+            s[0].detail,
+            "level 4: 4 requests were answered HTTP 503 after 2.00 s each: a 2 s timer inside the server, not a capacity refusal; counted as failures at that timer, not refusals (level 4)"
+        );
+        assert_eq!(l.verdict, "fail");
+    }
+
+    #[test]
+    fn a_lone_refusal_at_a_timer_another_level_found_is_that_timer_in_counts_words_and_picture() {
+        let no = |s: u16| Outcome::Rejected {
+            status: Some(s),
+            reason: format!("HTTP {s}"),
+        };
+        // Level 1: one 503 after 2.00 s, alone (no cluster of its own), and one instant 503 (a
+        // capacity refusal); level 4: four 503s at 2 s, one instant 429.
+        let mut ev = vec![(0.0, settings()), level(0, 1, 0.1, 7)];
+        ev.push(req(0, 0, 0.1, 0.002, Outcome::Ok));
+        ev.push(req(1, 0, 0.2, 2.0, no(503)));
+        ev.push(req(2, 0, 2.3, 0.001, no(503)));
+        ev.push(req(3, 0, 2.4, 0.002, Outcome::Ok));
+        ev.push(level_end(0, 1, 2.5, 7));
+        ev.push(level(1, 4, 2.6, 7));
+        for i in 0..4 {
+            ev.push(req(10 + i, 1, 2.6, 2.003 + 0.001 * i as f64, no(503)));
+        }
+        ev.push(req(14, 1, 2.6, 0.002, Outcome::Ok));
+        ev.push(req(15, 1, 2.6, 0.0004, no(429)));
+        ev.push(level_end(1, 4, 5.0, 7));
+        ev.push((5.1, end()));
+        let a = analyze(&loaded(ev));
+        let l = a.load.as_ref().unwrap();
+        let one = &l.levels[0];
+        assert_eq!(one.verdict, "fail", "{:?}", one.reasons);
+        assert_eq!(
+            (one.counts.ok, one.counts.error, one.counts.rejected),
+            (2, 1, 1)
+        );
+        assert_eq!(
+            one.reasons,
+            vec!["1 request failed at a 2 s timer inside the server: answered HTTP 503 after 2.00 s, as level 4's refusals were, not a capacity refusal"]
+        );
+        assert_eq!(one.failures.len(), 1);
+        assert_eq!(one.failures[0].id, 1);
+        // What refusing took is the capacity refusal's alone.
+        assert_eq!(one.time_to_refuse.as_ref().unwrap().max, 0.001);
+        let four = &l.levels[1];
+        assert_eq!(
+            (four.counts.ok, four.counts.error, four.counts.rejected),
+            (1, 4, 1)
+        );
+        assert_eq!(four.verdict, "fail");
+        assert_eq!(l.verdict, "fail");
+        // The picture says the same of each request: the trace and the HTML draw it.
+        let p = &a.picture;
+        let span = |id: u64| p.spans.iter().find(|s| s.id == id).unwrap();
+        assert_eq!(span(1).class, crate::analyze::picture::Class::Error);
+        assert_eq!(
+            span(1).what,
+            "error: HTTP 503 at a 2 s timer inside the server"
+        );
+        assert_eq!(span(2).class, crate::analyze::picture::Class::Rejected);
+        assert_eq!(span(15).class, crate::analyze::picture::Class::Rejected);
+        assert_eq!(p.totals, [3, 0, 5, 2]);
+        let s = a
+            .suspicions
+            .iter()
+            .find(|s| s.kind == SuspicionKind::RefusalTimer)
+            .unwrap();
+        assert!(
+            s.detail
+                .ends_with("counted as failures at that timer, not refusals (level 1, level 4)"),
+            "{}",
+            s.detail
+        );
+    }
+
+    #[test]
+    fn slow_refusals_no_level_explained_wait_for_the_levels_to_come_and_are_said_with_their_time() {
+        let no = Outcome::Rejected {
+            status: Some(503),
+            reason: "HTTP 503".into(),
+        };
+        let mut ev = vec![(0.0, settings()), level(0, 1, 0.1, 7)];
+        ev.push(req(0, 0, 0.1, 0.002, Outcome::Ok));
+        ev.push(req(1, 0, 0.2, 2.0, no.clone()));
+        ev.push(level_end(0, 1, 2.5, 7));
+        ev.push(level(1, 2, 2.6, 7));
+        let (t, mut e) = req(2, 1, 2.6, 2.0, no);
+        if let Event::Request { detail, .. } = &mut e {
+            *detail = Some("HTTP 503 'handler timed out'".into());
+        }
+        ev.push((t, e));
+        ev.push(level_end(1, 2, 4.8, 7));
+        ev.push((4.9, end()));
+        let mut l = analyze(&loaded(ev)).load.unwrap();
+        assert_eq!(l.levels[0].verdict, "pass");
+        assert_eq!(l.levels[0].counts.rejected, 1);
+        // One slow refusal, alone in the run: no timer is named, and none is ruled out.
+        assert_eq!(
+            l.levels[1].reasons,
+            vec!["served nothing: every request was refused after 2.00 s (HTTP 503 'handler timed out')"]
+        );
+        // While levels are still to run, the pass may turn: pending, and said why.
+        assert!(!await_refusal_timers(&mut l.clone(), false));
+        assert!(await_refusal_timers(&mut l, true));
+        assert_eq!(l.levels[0].verdict, "pending");
+        assert_eq!(
+            l.levels[0].reasons[0],
+            "refusals here took up to 2.00 s: a level still to run may name the timer that answered them, which makes them failures; no rule failed so far"
+        );
+        assert_eq!(l.levels[1].verdict, "fail", "a failure stays one");
+    }
+
+    #[test]
+    fn instant_refusals_and_a_lone_slow_one_stay_capacity_refusals() {
+        let no = Outcome::Rejected {
+            status: Some(503),
+            reason: "HTTP 503".into(),
+        };
+        // A server at its connection limit answers 503 at once; one slow 503 with no cluster
+        // anywhere is no timer either.
+        let mut ev = vec![(0.0, settings()), level(0, 4, 0.1, 7)];
+        ev.push(req(0, 0, 0.1, 0.002, Outcome::Ok));
+        for i in 0..40 {
+            ev.push(req(1 + i, 0, 0.1, 0.0005, no.clone()));
+        }
+        ev.push(req(50, 0, 0.2, 2.0, no));
+        ev.push(level_end(0, 4, 2.5, 7));
+        ev.push((2.6, end()));
+        let a = analyze(&loaded(ev));
+        let l = &a.load.as_ref().unwrap().levels[0];
+        assert_eq!((l.counts.error, l.counts.rejected), (0, 41));
+        assert_eq!(l.verdict, "pass", "{:?}", l.reasons);
+        assert_eq!(l.reasons.len(), 1, "{:?}", l.reasons);
+        assert!(
+            l.reasons[0].starts_with("refused most of its requests: 1 served")
+                && l.reasons[0].ends_with(", 41 refused (HTTP 503)"),
+            "{:?}",
+            l.reasons
+        );
         assert!(a
             .suspicions
             .iter()
-            .any(|s| s.kind == SuspicionKind::RefusalTimer));
+            .all(|s| s.kind != SuspicionKind::RefusalTimer));
+        assert_eq!(a.picture.totals, [1, 0, 0, 41]);
     }
 
     #[test]

@@ -366,7 +366,13 @@ async fn measure(
             LevelRun::Stopped(why) => not_run.push(format!("level {name}: {why}")),
         }
         previous = target.identity().or(previous);
-        let row = after_level(journal, args, index as u32, plan.workers_to_come());
+        let row = after_level(
+            journal,
+            args,
+            index as u32,
+            plan.workers_to_come(),
+            plan.levels_to_come(),
+        );
         if let Some(row) = &row {
             if !live.rows_shown.swap(true, Ordering::Relaxed) {
                 crate::outln!("{}", report::terminal::level_header());
@@ -718,18 +724,21 @@ pub(crate) fn foreign_listener(port: u16) -> Option<String> {
 /// After each level: the report is rewritten (so a killed run still leaves an up-to-date one, labelled
 /// partial), and the level's terminal line comes from the same analysis of the journal so far. A
 /// verdict a lower level still to run (`lowest_to_come`, from the plan) may change reads "pending",
-/// in the row and in the report alike.
+/// in the row and in the report alike; so does a pass with refusals that took time while levels are
+/// still to run (`more_to_come`), as one of them may name the timer that answered them.
 fn after_level(
     journal: &Journal,
     args: &LoadArgs,
     index: u32,
     lowest_to_come: Option<u32>,
+    more_to_come: bool,
 ) -> Option<crate::analyze::verdict::LevelRow> {
     journal.flush().ok()?;
     let file = crate::sources::journal::JournalFile::open(journal.path()).ok()?;
     let mut a = crate::analyze::analyze(&file);
     if let Some(l) = a.load.as_mut() {
         crate::analyze::verdict::await_cliff_base(l, lowest_to_come);
+        crate::analyze::verdict::await_refusal_timers(l, more_to_come);
     }
     if let Some(p) = &args.output.report {
         if let Err(e) = report::write_file(&report::json::Json, &a, p, "--report") {
@@ -761,20 +770,21 @@ fn finish(
 }
 
 /// The verdicts the report keeps, as a table on stdout after the last level, whenever a row printed
-/// live was pending or now says another verdict: what a script reads last on stdout is what counts,
-/// and it agrees with the report and the summary.
+/// live was pending or now says something else (another verdict, or other counts and reasons: a
+/// later level found the timer that answered this one's refusals): what a script reads last on
+/// stdout is what counts, and it agrees with the report and the summary.
 fn final_table(a: &crate::analyze::Analysis, live: &Live) {
     let Some(load) = &a.load else {
         return;
     };
     let shown = live.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-    let changed = shown.iter().any(|(index, said)| {
+    let changed = shown.iter().any(|(index, said, line)| {
         said == "pending"
             || load
                 .levels
                 .iter()
                 .find(|l| l.index == *index)
-                .is_none_or(|l| l.verdict != *said)
+                .is_none_or(|l| l.verdict != *said || report::terminal::level_line(l) != *line)
     });
     if !changed {
         return;
@@ -794,8 +804,8 @@ struct Live {
     rows_on_stderr_terminal: bool,
     floor_shown: AtomicBool,
     rows_shown: AtomicBool,
-    /// Each level printed live (stdout) and the verdict its row said.
-    verdicts: std::sync::Mutex<Vec<(u32, String)>>,
+    /// Each level printed live (stdout), the verdict its row said and the row.
+    verdicts: std::sync::Mutex<Vec<(u32, String, String)>>,
 }
 
 impl Live {
@@ -812,7 +822,11 @@ impl Live {
 
     fn shown(&self, row: &crate::analyze::verdict::LevelRow) {
         let mut v = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-        v.push((row.index, row.verdict.clone()));
+        v.push((
+            row.index,
+            row.verdict.clone(),
+            report::terminal::level_line(row),
+        ));
     }
 }
 

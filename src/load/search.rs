@@ -155,6 +155,11 @@ impl Plan {
             .min()
     }
 
+    /// Whether given levels are still to run (a search's next level depends on the last).
+    pub fn levels_to_come(&self) -> bool {
+        !self.given.is_empty()
+    }
+
     /// How the level just run went: `ended` (the server died, restarted, or the level was
     /// skipped or stopped) ends a search; otherwise whether it passed chooses the next probe.
     pub fn after(&mut self, concurrency: u32, rate: Option<f64>, passed: bool, ended: bool) {

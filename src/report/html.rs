@@ -1690,6 +1690,42 @@ mod tests {
     }
 
     #[test]
+    fn a_timer_armed_after_the_start_is_drawn_where_its_words_put_it_not_at_start_plus_timer() {
+        // wrap's toy_server with a 6 s watchdog armed 0.68 s after the process started: the words
+        // say so, and the dashed deadline stands on the exit, not 0.68 s before it.
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (
+                6.67,
+                Event::Log {
+                    pid: Some(7),
+                    stream: Stream::Stderr,
+                    line: "[oi] process watchdog: force-exiting after 6s (exit 124)".into(),
+                    label: "watchdog".into(),
+                    truncated: false,
+                    timer_s: Some(6.0),
+                },
+            ),
+            (6.68, exit(7, 124, 6.68, false)),
+            (7.5, end()),
+        ]));
+        let html = page(&a);
+        assert!(
+            html.contains("armed about 0.68 s after the process started"),
+            "the words"
+        );
+        let deadline = attr_of(&html, "<line class=\"deadline\"", "x1");
+        let exit = attr_of(&html, "<line class=\"exit\"", "x1");
+        assert!(
+            (deadline - exit).abs() < 0.15,
+            "deadline at x={deadline}, the exit at x={exit}"
+        );
+        assert!(html.contains(
+            "a 6s timer armed at t=0.680s, 680ms after pid 7&#39;s start at t=0.000s, fires here"
+        ));
+    }
+
+    #[test]
     fn the_level_tables_max_is_the_slowest_ok_request_and_give_up_time_has_its_own_column() {
         let a = crate::report::terminal::tests::level_with_a_slow_failure();
         let html = page(&a);
