@@ -26,21 +26,57 @@ pub fn children(pid: u32) -> Vec<u32> {
 }
 
 /// From every one of `pid`'s threads' lists: a child belongs to the thread that forked it, and an
-/// orphan to the thread that adopted it.
+/// orphan to the thread that adopted it. A thread that ends hands its children to another thread
+/// of the process: read while that happens, they would be in neither list (a threaded server whose
+/// connections' threads end together lost a third of its children from one reading). So the lists
+/// are read again, a few times at most, until the threads are the same before and after.
 fn listed_children(pid: u32) -> Vec<u32> {
+    let tasks = || -> Option<Vec<std::path::PathBuf>> {
+        let mut t: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        t.sort();
+        Some(t)
+    };
     let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Some(mut before) = tasks() else {
         return out;
     };
-    for t in tasks.flatten() {
-        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
-            out.extend(
-                s.split_ascii_whitespace()
-                    .filter_map(|x| x.parse::<u32>().ok()),
-            );
+    for _ in 0..4 {
+        out.clear();
+        for t in &before {
+            if let Ok(s) = std::fs::read_to_string(t.join("children")) {
+                out.extend(
+                    s.split_ascii_whitespace()
+                        .filter_map(|x| x.parse::<u32>().ok()),
+                );
+            }
+        }
+        match tasks() {
+            Some(after) if after != before => before = after,
+            _ => break,
         }
     }
+    out.sort_unstable();
+    out.dedup();
     out
+}
+
+/// The command a helper is counted under: the program's name and up to two more words, bounded (a
+/// per-call argument such as a commit id would otherwise make a row per call).
+pub fn helper_key(command: &[String]) -> String {
+    let mut words = command.iter();
+    let Some(prog) = words.next() else {
+        return "(gone before its command was read)".into();
+    };
+    let prog = prog.rsplit('/').next().unwrap_or(prog);
+    std::iter::once(prog)
+        .chain(words.map(|w| w.as_str()).take(2))
+        .map(|w| w.chars().take(40).collect::<String>())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Every process below `roots` (children, theirs, and so on), roots excluded.

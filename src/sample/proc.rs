@@ -95,7 +95,7 @@ pub fn read_tree(root: u32) -> Option<TreeReading> {
             // One command line per program and reading: the first live one's words.
             if let Ok(c) = p.cmdline() {
                 if !c.is_empty() {
-                    k.command = crate::server::tree::helper_key(&c);
+                    k.command = super::kin::helper_key(&c);
                 }
             }
         }

@@ -36,6 +36,7 @@ use super::cgroup::Cgroup;
 use super::exit::ExitInfo;
 use super::watchdog::Watchdog;
 use crate::journal::{Event, Journal};
+use crate::sample::kin::helper_key;
 
 /// How often /proc is read for the tree.
 pub const POLL: Duration = Duration::from_millis(100);
@@ -254,21 +255,6 @@ struct Vanished {
 /// ones beside it stay helpers). Anything else is a worker, journalled as one.
 fn is_helper(age_s: f64, listens: bool) -> bool {
     age_s < HELPER_AGE_S && !listens
-}
-
-/// The command a helper is counted under: the program's name and up to two more words, bounded (a
-/// per-call argument such as a commit id would otherwise make a row per call).
-pub fn helper_key(command: &[String]) -> String {
-    let mut words = command.iter();
-    let Some(prog) = words.next() else {
-        return "(gone before its command was read)".into();
-    };
-    let prog = prog.rsplit('/').next().unwrap_or(prog);
-    std::iter::once(prog)
-        .chain(words.map(|w| w.as_str()).take(2))
-        .map(|w| w.chars().take(40).collect::<String>())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// One command's helpers, in fixed memory.
