@@ -115,6 +115,9 @@ enum What {
         how: String,
         source: String,
         helper: bool,
+        /// It ended by itself with 0, or by witness's own signal: read after a failure, it came
+        /// later and caused nothing.
+        clean: bool,
     },
     Line {
         text: String,
@@ -165,6 +168,8 @@ impl Happenings {
                         how,
                         source,
                         helper,
+                        code,
+                        signal,
                         ..
                     } => What::WorkerDied {
                         pid: *pid,
@@ -172,6 +177,10 @@ impl Happenings {
                         how: how.clone(),
                         source: source.clone(),
                         helper: *helper,
+                        clean: match signal.as_deref() {
+                            Some(s) => sent.contains(&s),
+                            None => *code == Some(0),
+                        },
                     },
                     Event::Log { line, label, .. } => What::Line {
                         pid: pid_named(line),
@@ -246,10 +255,19 @@ impl Happenings {
                     how,
                     source,
                     helper,
+                    clean,
                 } => {
                     let cmd = short_line(command);
                     let who = if *helper { "helper" } else { "worker" };
-                    format!("{who} pid {pid} ({cmd}) died: {how} (source: {source}) {when}")
+                    if *clean && *t > end + 0.005 {
+                        // Evidence before a cause: a clean end read after the failure is context.
+                        format!(
+                            "{who} pid {pid} ({cmd}) ended {:.2} s later: {how} (context, not its cause)",
+                            t - end
+                        )
+                    } else {
+                        format!("{who} pid {pid} ({cmd}) died: {how} (source: {source}) {when}")
+                    }
                 }
                 What::Line { text, pid, .. } => {
                     if !lines.iter().any(|l| std::ptr::eq(*l, *item)) {
@@ -351,6 +369,42 @@ mod tests {
             "worker pid 11 (gunicorn: worker) died: killed by SIGABRT (source: wait) 0.02 s after it failed"
         );
         assert!(h.during(3.5, 4.0, &[]).is_empty());
+    }
+
+    /// Evidence before a cause: a worker that ended cleanly 0.11 s after a failure (nginx's worker
+    /// at its shutdown) is said as later context, never as what the request died of; one that
+    /// died of a signal just after may still have come first.
+    #[test]
+    fn a_clean_worker_end_after_a_failure_is_later_context_not_its_cause() {
+        let exit = |t: f64, pid: u32, code: Option<i32>, signal: Option<&str>| Record {
+            t_s: t,
+            event: Event::WorkerExit {
+                pid,
+                ppid: 1,
+                command: vec!["nginx:".into(), "worker".into()],
+                age_s: 3.5,
+                how: match signal {
+                    Some(s) => format!("killed by {s}"),
+                    None => "exited cleanly (0)".into(),
+                },
+                source: "wait".into(),
+                code,
+                signal: signal.map(Into::into),
+                helper: false,
+            },
+            origin: None,
+        };
+        let clean = Happenings::new(&[exit(3.11, 11, Some(0), None)]).during(1.0, 3.0, &[]);
+        assert_eq!(
+            clean,
+            ["worker pid 11 (nginx: worker) ended 0.11 s later: exited cleanly (0) (context, not its cause)"]
+        );
+        let killed =
+            Happenings::new(&[exit(3.11, 12, None, Some("SIGKILL"))]).during(1.0, 3.0, &[]);
+        assert_eq!(
+            killed,
+            ["worker pid 12 (nginx: worker) died: killed by SIGKILL (source: wait) 0.11 s after it failed"]
+        );
     }
 }
 
