@@ -45,11 +45,15 @@ pub struct KindRow {
     pub name: String,
     pub requests: u64,
     pub ok: u64,
-    /// Capacity refusals (429, 503, QUEUE_FULL): correct behaviour, never failures.
+    /// Capacity refusals (429, 503, QUEUE_FULL): correct behaviour, never failures. A refusal a
+    /// timer inside the server answered is not one: it is an error ([`super::classify`]).
     pub rejected: u64,
     pub timeouts: u64,
-    /// Everything else that failed: 5xx, 4xx, refused or reset connections.
+    /// Everything else that failed: 5xx, 4xx, refused or reset connections, refusals at a timer.
     pub errors: u64,
+    /// Errors of a kind the run decided on: "error: HTTP 503 at a 2 s timer inside the server".
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors_by_kind: BTreeMap<String, u64>,
     /// Status codes, or the error's name when there was no response.
     pub statuses: BTreeMap<String, u64>,
     /// Over ok requests, from the scheduled send time when late.
@@ -263,6 +267,10 @@ pub struct SoakAnalysis {
     /// Timers in what each kind answered ([`super::ok_timers`]): listed with the run's suspicions.
     #[serde(skip)]
     pub suspicions: Vec<super::Suspicion>,
+    /// Refusals a timer answered, as each kind found them: the run's classes
+    /// ([`super::classify`]), with the ladder's and the observed calls'.
+    #[serde(skip)]
+    pub rules: Vec<super::classify::Rule>,
 }
 
 /// The actions that start a fault window.
@@ -273,10 +281,14 @@ struct Fold {
     row: KindRow,
     hist: Summary,
     answered: super::ok_timers::Acc,
+    /// Per rule of the run's classes: how many requests failed at it, their shortest and longest.
+    at_timer: BTreeMap<usize, (u64, f64, f64)>,
 }
 
 impl Fold {
-    fn add(&mut self, r: &Req, in_window: bool) {
+    /// `at`: the run's decision that this refusal was answered by a timer (a rule's index and
+    /// the kind of failure it is).
+    fn add(&mut self, r: &Req, in_window: bool, at: Option<(usize, &str)>) {
         let k = &mut self.row;
         k.requests += 1;
         if let Some(due) = r.scheduled_s {
@@ -301,17 +313,25 @@ impl Fold {
             r.end_s,
             r.connect_s,
         );
-        match r.outcome {
-            Outcome::Ok => {
+        match (r.outcome, at) {
+            (Outcome::Ok, _) => {
                 k.ok += 1;
                 self.hist
                     .record(latency_s(r.start_s, r.duration_s, r.scheduled_s));
             }
-            Outcome::Rejected { .. } => k.rejected += 1,
-            Outcome::Timeout { .. } => k.timeouts += 1,
-            Outcome::Error { .. } => k.errors += 1,
+            // A refusal a timer inside the server answered: the server's failure, not capacity.
+            (Outcome::Rejected { .. }, Some((i, kind))) => {
+                k.errors += 1;
+                *k.errors_by_kind.entry(kind.to_string()).or_default() += 1;
+                let d = r.duration_s;
+                let e = self.at_timer.entry(i).or_insert((0, d, d));
+                *e = (e.0 + 1, e.1.min(d), e.2.max(d));
+            }
+            (Outcome::Rejected { .. }, None) => k.rejected += 1,
+            (Outcome::Timeout { .. }, _) => k.timeouts += 1,
+            (Outcome::Error { .. }, _) => k.errors += 1,
         }
-        if r.outcome.is_failure() && !in_window {
+        if (r.outcome.is_failure() || at.is_some()) && !in_window {
             k.failed_outside_faults += 1;
         }
     }
@@ -334,12 +354,14 @@ struct Req<'a> {
 
 /// The soak analysis from the run's lifecycle records (`recs`) and its requests streamed once
 /// (`requests`; anything else in it is ignored), folded per kind into bounded summaries; None when
-/// the journal is not a soak's.
+/// the journal is not a soak's. `classes`: the run's decision on refusals a timer answered (empty
+/// on a first fold; the rules that fold finds are [`SoakAnalysis::rules`]).
 pub fn analyze_soak(
     recs: &[Record],
     requests: &mut dyn Iterator<Item = Record>,
     settings: &Settings,
     end_s: f64,
+    classes: &super::classify::Classes,
 ) -> Option<SoakAnalysis> {
     let ss = SoakSettings::of(settings)?;
 
@@ -422,6 +444,10 @@ pub fn analyze_soak(
         if let Some(i) = hit {
             per_fault[i] += 1;
         }
+        let at = classes
+            .at_timer(group, outcome, *status, *duration_s)
+            .map(|(i, rule)| (i, rule.kind()));
+        let at = at.as_ref().map(|(i, kind)| (*i, kind.as_str()));
         kinds
             .entry(group.clone())
             .or_insert_with(|| Fold {
@@ -431,8 +457,8 @@ pub fn analyze_soak(
                 },
                 ..Default::default()
             })
-            .add(&req, hit.is_some());
-        totals.add(&req, hit.is_some());
+            .add(&req, hit.is_some(), at);
+        totals.add(&req, hit.is_some(), at);
     }
     let flags: Vec<_> = settings
         .timers_s
@@ -441,6 +467,7 @@ pub fn analyze_soak(
         .collect();
     let timers = super::ok_timers::candidates(recs, &flags);
     let mut suspicions = Vec::new();
+    let mut rules = Vec::new();
     for (name, f) in &kinds {
         let what = format!("soak kind {name}");
         suspicions.extend(super::ok_timers::suspicions(
@@ -450,6 +477,49 @@ pub fn analyze_soak(
             &timers,
             end_s,
         ));
+        rules.extend(
+            super::ok_timers::refusal_timers(&f.answered, &timers)
+                .into_iter()
+                .map(|timer| super::classify::Rule {
+                    found_at: what.clone(),
+                    group: name.clone(),
+                    t_s: end_s,
+                    timer,
+                }),
+        );
+    }
+    // What the run's decision made of each kind's refusals: the reasons (or warnings) that name
+    // the timer, and where each finding counted, said on its suspicion.
+    let mut at_timer_words = Vec::new();
+    for (k, rule) in classes.rules().iter().enumerate() {
+        let counted: Vec<String> = kinds
+            .iter()
+            .filter(|(_, f)| f.at_timer.contains_key(&k))
+            .map(|(name, _)| format!("soak kind {name}"))
+            .collect();
+        if counted.is_empty() {
+            continue;
+        }
+        if let Some(s) = suspicions.iter_mut().find(|s| {
+            s.kind == super::SuspicionKind::RefusalTimer
+                && s.group.as_deref() == Some(rule.group.as_str())
+                && s.seconds == (rule.timer.lo + rule.timer.hi) / 2.0
+        }) {
+            s.detail.push_str(&format!(
+                "; counted as failures at that timer, not refusals ({})",
+                counted.join(", ")
+            ));
+        }
+    }
+    for (name, f) in &kinds {
+        for (k, (n, lo, hi)) in &f.at_timer {
+            if let Some(rule) = classes.rules().get(*k) {
+                at_timer_words.push(format!(
+                    "soak kind {name}: {}",
+                    rule.reason(*n, *lo, *hi, rule.group == *name)
+                ));
+            }
+        }
     }
     let kinds: Vec<KindRow> = kinds.into_values().map(Fold::done).collect();
     let mut totals = totals.done();
@@ -636,6 +706,8 @@ pub fn analyze_soak(
                 rate * 100.0,
                 ss.max_error_rate * 100.0
             ));
+            // Which of them a timer inside the server answered.
+            reasons.append(&mut at_timer_words);
         }
     }
     if restarts.unexpected > 0 && first_violation.is_none() {
@@ -664,6 +736,8 @@ pub fn analyze_soak(
     };
 
     let mut warnings = Vec::new();
+    // Failures at a timer the error rate allowed: errors all the same, said with their timer.
+    warnings.append(&mut at_timer_words);
     if totals.late_sends > 0 {
         warnings.push(format!(
             "{} send(s) went late (up to {} behind schedule): the workers fell behind, and those latencies count from when each request was due",
@@ -718,6 +792,7 @@ pub fn analyze_soak(
         restarts,
         warnings,
         suspicions,
+        rules,
     })
 }
 
@@ -1243,6 +1318,7 @@ mod tests {
             &mut l.records.iter().cloned(),
             &settings,
             l.end_s(),
+            &Default::default(),
         )
         .expect("a soak")
     }
