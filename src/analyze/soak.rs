@@ -5,7 +5,9 @@
 //! faults, the intervals and figures they overlap (not a clean baseline); restarts; and the verdict.
 //!
 //! Honesty rules from the soak that reported p50 ≈ 2 s: the achieved duration is what the journal shows ran, never the plan;
-//! a run that stopped early says so and why; rejections are capacity, never failures.
+//! a run that stopped early says so and why; rejections are capacity, never failures — and a
+//! refusal a timer inside the server answered is no rejection but an error at that timer
+//! ([`super::classify`]).
 
 use std::collections::BTreeMap;
 
@@ -1344,6 +1346,81 @@ mod tests {
             "{}",
             s[0].detail
         );
+    }
+
+    #[test]
+    fn refusals_a_timer_answered_are_errors_at_it_in_every_kind_and_fail_the_soak() {
+        let no = |s: u16| Outcome::Rejected {
+            status: Some(s),
+            reason: format!("HTTP {s}"),
+        };
+        let mut ev = vec![(0.0, settings(20.0)), interval(0.0, 0, 0)];
+        // Kind search: four 503s at 2 s (the finding) among ok requests; kind embed: one 503 at
+        // 2 s (alone, the same timer) and one instant 429 (capacity).
+        for i in 0..12 {
+            let (d, o) = if i % 3 == 2 {
+                (2.002, no(503))
+            } else {
+                (0.005, Outcome::Ok)
+            };
+            ev.push(req("search", 0.1 + i as f64 * 1.5, d, o, None));
+            ev.push(req("embed", 0.2 + i as f64 * 1.5, 0.005, Outcome::Ok, None));
+        }
+        ev.push(req("embed", 19.0, 2.001, no(503), None));
+        ev.push(req("embed", 19.1, 0.001, no(429), None));
+        ev.push(interval(20.0, 1, 26));
+        ev.push(end(false, "done"));
+        ev.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let a = crate::analyze::analyze(&loaded(ev));
+        let s = a.soak.as_ref().expect("a soak");
+        let kind = |n: &str| s.kinds.iter().find(|k| k.name == n).unwrap();
+        let at = "error: HTTP 503 at a 2 s timer inside the server";
+        let search = kind("search");
+        assert_eq!((search.ok, search.rejected, search.errors), (8, 0, 4));
+        assert_eq!(search.errors_by_kind[at], 4);
+        assert_eq!(search.failed_outside_faults, 4);
+        let embed = kind("embed");
+        assert_eq!((embed.ok, embed.rejected, embed.errors), (12, 1, 1));
+        assert_eq!(embed.errors_by_kind[at], 1);
+        assert_eq!((s.totals.rejected, s.totals.errors), (1, 5));
+        assert_eq!(s.verdict, "fail");
+        assert!(
+            s.reasons.contains(
+                &"soak kind search: 4 requests failed at a 2 s timer inside the server: answered HTTP 503 after 2.00 s each, not a capacity refusal".to_string()
+            ),
+            "{:?}",
+            s.reasons
+        );
+        assert!(
+            s.reasons.contains(
+                &"soak kind embed: 1 request failed at a 2 s timer inside the server: answered HTTP 503 after 2.00 s, as soak kind search's refusals were, not a capacity refusal".to_string()
+            ),
+            "{:?}",
+            s.reasons
+        );
+        let found: Vec<&str> = a
+            .suspicions
+            .iter()
+            .filter(|s| s.kind == crate::analyze::SuspicionKind::RefusalTimer)
+            .map(|s| s.detail.as_str())
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].ends_with(
+                "counted as failures at that timer, not refusals (soak kind embed, soak kind search)"
+            ),
+            "{}",
+            found[0]
+        );
+        // The picture draws them as the failures they are.
+        let drawn: Vec<&str> = a
+            .picture
+            .spans
+            .iter()
+            .filter(|x| x.what == at)
+            .map(|x| x.what.as_str())
+            .collect();
+        assert_eq!(drawn.len(), 5);
     }
 
     #[test]
