@@ -172,13 +172,13 @@ fn html_kind(html: &str, name: &str) -> (String, Vec<String>) {
     (row.to_string(), cells)
 }
 
-/// The trace's requests as (outcome, what).
-fn traced(trace: &serde_json::Value) -> Vec<(String, String)> {
+/// The trace's requests (or, `observed`, the calls wrap saw) as (outcome, what).
+fn traced_as(trace: &serde_json::Value, cat: &str) -> Vec<(String, String)> {
     trace["traceEvents"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["ph"] == "b" && e["cat"] == "request")
+        .filter(|e| e["ph"] == "b" && e["cat"] == cat)
         .map(|e| {
             (
                 e["args"]["outcome"].as_str().unwrap().to_string(),
@@ -186,6 +186,10 @@ fn traced(trace: &serde_json::Value) -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+fn traced(trace: &serde_json::Value) -> Vec<(String, String)> {
+    traced_as(trace, "request")
 }
 
 fn refusal_timers(report: &serde_json::Value) -> Vec<String> {
@@ -323,15 +327,26 @@ fn get(port: u16, path: &str) -> u16 {
         .unwrap_or(0)
 }
 
+/// What a client's calls through `wrap --proxy` left: the statuses it saw, the JSON report, the
+/// terminal, and the trace.
+struct Proxied {
+    statuses: Vec<u16>,
+    report: serde_json::Value,
+    said: String,
+    trace: serde_json::Value,
+}
+
 /// `witness wrap --proxy` in front of the app (started with `app_args`), a plain client making
-/// nine calls of GET /call through it one after another; the report once wrap is stopped.
-fn proxied(tag: &str, app_args: &[&str]) -> (Vec<u16>, serde_json::Value, String) {
+/// nine calls of GET /call through it one after another; the views once wrap is stopped.
+fn proxied(tag: &str, app_args: &[&str]) -> Proxied {
     let dir = tempdir(tag);
     let (listen, up) = (free_port(), free_port());
-    let report = dir.join("r.json");
+    let (report, trace) = (dir.join("r.json"), dir.join("t.json"));
     let mut cmd = Command::new(witness());
     cmd.args(["wrap", "--report"])
         .arg(&report)
+        .arg("--trace")
+        .arg(&trace)
         .arg("--proxy")
         .arg(format!("127.0.0.1:{listen}=127.0.0.1:{up}"))
         .arg("--")
@@ -353,7 +368,12 @@ fn proxied(tag: &str, app_args: &[&str]) -> (Vec<u16>, serde_json::Value, String
     let out = wait_bounded(wrap, Duration::from_secs(30));
     let (so, se) = text(&out);
     eprintln!("stdout:\n{so}\nstderr:\n{se}");
-    (statuses, json(&report), format!("{so}\n{se}"))
+    Proxied {
+        statuses,
+        report: json(&report),
+        said: format!("{so}\n{se}"),
+        trace: json(&trace),
+    }
 }
 
 fn call_row<'a>(report: &'a serde_json::Value, group: &str) -> &'a serde_json::Value {
@@ -370,7 +390,12 @@ fn calls_through_wrap_s_proxy_answered_503_by_a_2s_handler_timeout_are_errors_at
     if !asgi() {
         return;
     }
-    let (statuses, report, said) = proxied("classify-proxy-timer", &["--every", "3"]);
+    let Proxied {
+        statuses,
+        report,
+        said,
+        trace,
+    } = proxied("classify-proxy-timer", &["--every", "3"]);
     assert_eq!(
         statuses.iter().filter(|&&s| s == 503).count(),
         3,
@@ -403,6 +428,13 @@ fn calls_through_wrap_s_proxy_answered_503_by_a_2s_handler_timeout_are_errors_at
         said.contains(AT_TIMER),
         "the terminal names the failures:\n{said}"
     );
+    let t = traced_as(&trace, "observed");
+    let at = t
+        .iter()
+        .filter(|(o, w)| o == "error" && w == AT_TIMER)
+        .count();
+    assert_eq!(at, 3, "{t:?}");
+    assert!(t.iter().all(|(o, _)| o != "rejected"), "{t:?}");
 }
 
 #[test]
@@ -410,7 +442,12 @@ fn calls_through_wrap_s_proxy_refused_503_at_once_stay_rejected() {
     if !asgi() {
         return;
     }
-    let (statuses, report, said) = proxied("classify-proxy-capacity", &["--every", "3", "--now"]);
+    let Proxied {
+        statuses,
+        report,
+        said,
+        trace,
+    } = proxied("classify-proxy-capacity", &["--every", "3", "--now"]);
     assert_eq!(
         statuses.iter().filter(|&&s| s == 503).count(),
         3,
@@ -425,4 +462,11 @@ fn calls_through_wrap_s_proxy_refused_503_at_once_stay_rejected() {
     );
     assert!(refusal_timers(&report).is_empty(), "{report:#}");
     assert!(!said.contains("timer inside the server"), "{said}");
+    let t = traced_as(&trace, "observed");
+    assert_eq!(
+        t.iter().filter(|(o, _)| o == "rejected").count(),
+        3,
+        "{t:?}"
+    );
+    assert!(t.iter().all(|(o, _)| o != "error"), "{t:?}");
 }
