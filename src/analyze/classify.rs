@@ -10,6 +10,8 @@
 //! requests), so a request is classified by its level, status and duration alone, in a pass over the
 //! requests once the rules are known.
 
+use std::collections::BTreeSet;
+
 use super::ok_timers::{self, RefusalTimer};
 use crate::journal::Outcome;
 
@@ -82,16 +84,30 @@ impl Rule {
     }
 }
 
-/// The run's rules, most requests first.
+/// The run's rules, most requests first, and the groups besides the ladder's levels they apply to.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Classes {
     rules: Vec<Rule>,
+    /// Soak kinds and observed calls' groups (bounded: a plan's kinds, [`super::observed::GROUPS_KEPT`]
+    /// rows): their refusals are classified as a level's are. Other groups (a k6 scenario merged
+    /// beside a run) keep their outcome.
+    groups: BTreeSet<String>,
 }
 
 impl Classes {
     pub fn new(mut rules: Vec<Rule>) -> Self {
         rules.sort_by_key(|r| std::cmp::Reverse(r.timer.count));
-        Self { rules }
+        Self {
+            rules,
+            groups: BTreeSet::new(),
+        }
+    }
+
+    /// The same rules, also applied to the requests of `groups` (a soak's kinds, the calls wrap
+    /// observed).
+    pub fn applying_to(mut self, groups: impl IntoIterator<Item = String>) -> Self {
+        self.groups.extend(groups);
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -104,8 +120,9 @@ impl Classes {
 
     /// The decision for one request of journal group `group`: the rule (and its index in
     /// [`Classes::rules`]) it fails at, when it is a refusal of a ladder level at the status and
-    /// duration of refusals a timer answered anywhere in the run (its own level's finding first);
-    /// None keeps the class its outcome gives it.
+    /// duration of refusals a timer answered anywhere in the run (its own group's finding first),
+    /// or of a soak kind or an observed call the rules apply to ([`Classes::applying_to`]); None
+    /// keeps the class its outcome gives it.
     pub fn at_timer(
         &self,
         group: &str,
@@ -116,7 +133,12 @@ impl Classes {
         let Outcome::Rejected { status: s, .. } = outcome else {
             return None;
         };
-        group.strip_prefix("level")?.parse::<u32>().ok()?;
+        let ladder = group
+            .strip_prefix("level")
+            .is_some_and(|n| n.parse::<u32>().is_ok());
+        if !ladder && !self.groups.contains(group) {
+            return None;
+        }
         let status = s.or(status);
         let fits = |r: &&Rule| r.holds(status, duration_s);
         self.rules
@@ -186,5 +208,10 @@ mod tests {
         assert_eq!(c.rules()[0].group, "level2", "most requests first");
         let (k, r) = c.at_timer("level1", &no(503), Some(503), 2.002).unwrap();
         assert_eq!((k, r.group.as_str()), (1, "level1"));
+        // A soak kind (or an observed call) the rules were applied to is classified the same way.
+        let c = c.applying_to(["search".to_string()]);
+        let (_, r) = c.at_timer("search", &no(503), Some(503), 2.0).unwrap();
+        assert_eq!(r.group, "level2");
+        assert!(c.at_timer("other", &no(503), Some(503), 2.0).is_none());
     }
 }

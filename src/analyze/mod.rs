@@ -289,30 +289,56 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         });
         // A soak's own figures are folded from the same pass; whatever it leaves unread (all of
         // it, when this is not a soak) is read to the end for the others.
-        let soak = soak::analyze_soak(recs, &mut fold, &settings, end_s);
+        let soak = soak::analyze_soak(recs, &mut fold, &settings, end_s, &Default::default());
         fold.for_each(drop);
         soak
     };
-    // One classification per request: refusals a timer answered, found in the levels' refusal
-    // histograms, are failures at that timer in every level. When the run has any, the ladder and
-    // the picture fold the requests once more, each request classified by the same rules.
-    let classes = ladder
+    // One classification per request: refusals a timer answered, found in the refusal histograms
+    // of the levels, the soak's kinds and the calls wrap observed, are failures at that timer in
+    // every one of them. When the run has any, the ladder, the soak, the observed calls and the
+    // picture fold the requests once more, each request classified by the same rules.
+    let mut rules = ladder
         .as_ref()
-        .map(verdict::LoadAcc::classes)
+        .map(|l| l.classes().rules().to_vec())
         .unwrap_or_default();
+    rules.extend(soak.iter().flat_map(|s| s.rules.iter().cloned()));
+    rules.extend(observed.iter().flat_map(|o| o.rules()));
+    let classes = classify::Classes::new(rules)
+        .applying_to(
+            soak.iter()
+                .flat_map(|s| s.kinds.iter().map(|k| k.name.clone())),
+        )
+        .applying_to(observed.iter().flat_map(|o| o.groups().collect::<Vec<_>>()));
+    let mut soak = soak;
     if !classes.is_empty() {
         // The first fold's state goes before the second's is built: memory is one fold's.
-        drop(ladder.take());
+        let had_ladder = ladder.take().is_some();
+        let had_observed = observed.take().is_some();
+        let had_soak = soak.take().is_some();
         picture_requests = picture::Requests::new(end_s, observed_scope);
-        let mut again = verdict::LoadAcc::new(recs, &processes, &named).classified(classes.clone());
+        let mut again = had_ladder
+            .then(|| verdict::LoadAcc::new(recs, &processes, &named).classified(classes.clone()));
+        let mut seen = had_observed
+            .then(|| observed::Acc::new(header, recs, &processes, &named))
+            .flatten()
+            .map(|o| o.classified(classes.clone()));
         picture_requests = picture_requests.classified(classes.clone());
-        for r in requests_pass() {
-            again.request(&r);
-            picture_requests.request(&r);
+        let mut fold = requests_pass().inspect(|r| {
+            if let Some(l) = again.as_mut() {
+                l.request(r);
+            }
+            if let Some(o) = seen.as_mut() {
+                o.request(r);
+            }
+            picture_requests.request(r);
+        });
+        if had_soak {
+            soak = soak::analyze_soak(recs, &mut fold, &settings, end_s, &classes);
         }
-        ladder = Some(again);
+        fold.for_each(drop);
+        ladder = again;
+        observed = seen;
     }
-    let mut soak = soak;
     if let Some(s) = soak.as_mut() {
         suspicions.append(&mut s.suspicions);
     }

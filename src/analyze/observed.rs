@@ -212,6 +212,8 @@ struct RowAcc {
     ok: Summary,
     failed: Summary,
     answered: super::ok_timers::Acc,
+    /// Rules of the run's classes this row's calls failed at ([`super::classify`]).
+    at_timer: std::collections::BTreeSet<usize>,
 }
 
 /// The observed calls folded in the requests' one streaming pass: `new` reads the context, `request`
@@ -227,6 +229,8 @@ pub struct Acc<'a> {
     index: HashMap<Option<u16>, HashMap<String, usize>>,
     not_tabled: u64,
     suspicions: Vec<Suspicion>,
+    /// The run's decision on refusals a timer answered: such a call is a failure at that timer.
+    classes: super::classify::Classes,
 }
 
 impl<'a> Acc<'a> {
@@ -251,7 +255,38 @@ impl<'a> Acc<'a> {
             index: HashMap::new(),
             not_tabled: 0,
             suspicions: Vec::new(),
+            classes: Default::default(),
         })
+    }
+
+    /// The same accumulator, classifying each call by `classes` (the rules an earlier fold of the
+    /// same requests found).
+    pub fn classified(mut self, classes: super::classify::Classes) -> Self {
+        self.classes = classes;
+        self
+    }
+
+    /// The refusals that clustered at a timer in each row's calls: rules of the run's classes.
+    pub fn rules(&self) -> Vec<super::classify::Rule> {
+        let timers = super::ok_timers::candidates(self.recs, self.named);
+        self.rows
+            .iter()
+            .flat_map(|a| {
+                super::ok_timers::refusal_timers(&a.answered, &timers)
+                    .into_iter()
+                    .map(|timer| super::classify::Rule {
+                        found_at: format!("{} {}", a.row.heading, a.row.label),
+                        group: a.row.group.clone(),
+                        t_s: a.answered.last_end(),
+                        timer,
+                    })
+            })
+            .collect()
+    }
+
+    /// The groups of the calls tabled: the rules apply to them.
+    pub fn groups(&self) -> impl Iterator<Item = String> + '_ {
+        self.rows.iter().map(|a| a.row.group.clone())
     }
 
     pub fn scope(&self) -> &Scope {
@@ -268,6 +303,7 @@ impl<'a> Acc<'a> {
             duration_s,
             outcome,
             detail,
+            status,
             ..
         } = &r.event
         else {
@@ -312,6 +348,7 @@ impl<'a> Acc<'a> {
                     ok: Summary::default(),
                     failed: Summary::default(),
                     answered: Default::default(),
+                    at_timer: Default::default(),
                 });
                 self.index
                     .entry(r.origin)
@@ -320,6 +357,10 @@ impl<'a> Acc<'a> {
                 self.rows.len() - 1
             }
         };
+        let at_timer = self
+            .classes
+            .at_timer(group, outcome, *status, *duration_s)
+            .map(|(k, rule)| (k, rule.kind()));
         let acc = &mut self.rows[i];
         acc.answered.request(r);
         let row = &mut acc.row;
@@ -333,6 +374,10 @@ impl<'a> Acc<'a> {
                 row.counts.ok += 1;
                 acc.ok.record(*duration_s);
                 return true;
+            }
+            // A refusal a timer inside the server answered: the server's failure, not capacity.
+            Outcome::Rejected { .. } if at_timer.is_some() => {
+                row.counts.error += 1;
             }
             Outcome::Rejected { .. } => {
                 row.counts.rejected += 1;
@@ -354,7 +399,13 @@ impl<'a> Acc<'a> {
             Outcome::Timeout { .. } => row.counts.timeout += 1,
         }
         acc.failed.record(*duration_s);
-        let (kind, words) = kind_of(outcome);
+        let (kind, words) = match at_timer {
+            Some((k, kind)) => {
+                acc.at_timer.insert(k);
+                ("at_timer".to_string(), kind)
+            }
+            None => kind_of(outcome),
+        };
         match row.failed_by_kind.iter_mut().find(|k| k.kind == kind) {
             Some(k) => {
                 k.count += 1;
@@ -423,6 +474,28 @@ impl<'a> Acc<'a> {
                 &timers,
                 t_s,
             ));
+        }
+        // Where each finding of refusals at a timer counted as failures, said on its suspicion.
+        for (k, rule) in self.classes.rules().iter().enumerate() {
+            let counted: Vec<String> = self
+                .rows
+                .iter()
+                .filter(|a| a.at_timer.contains(&k))
+                .map(|a| format!("{} {}", a.row.heading, a.row.label))
+                .collect();
+            if counted.is_empty() {
+                continue;
+            }
+            if let Some(s) = self.suspicions.iter_mut().find(|s| {
+                s.kind == super::SuspicionKind::RefusalTimer
+                    && s.group.as_deref() == Some(rule.group.as_str())
+                    && s.seconds == (rule.timer.lo + rule.timer.hi) / 2.0
+            }) {
+                s.detail.push_str(&format!(
+                    "; counted as failures at that timer, not refusals ({})",
+                    counted.join(", ")
+                ));
+            }
         }
         let calls: Vec<CallRow> = self
             .rows

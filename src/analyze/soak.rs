@@ -5,7 +5,9 @@
 //! faults, the intervals and figures they overlap (not a clean baseline); restarts; and the verdict.
 //!
 //! Honesty rules from the soak that reported p50 ≈ 2 s: the achieved duration is what the journal shows ran, never the plan;
-//! a run that stopped early says so and why; rejections are capacity, never failures.
+//! a run that stopped early says so and why; rejections are capacity, never failures — and a
+//! refusal a timer inside the server answered is no rejection but an error at that timer
+//! ([`super::classify`]).
 
 use std::collections::BTreeMap;
 
@@ -45,11 +47,15 @@ pub struct KindRow {
     pub name: String,
     pub requests: u64,
     pub ok: u64,
-    /// Capacity refusals (429, 503, QUEUE_FULL): correct behaviour, never failures.
+    /// Capacity refusals (429, 503, QUEUE_FULL): correct behaviour, never failures. A refusal a
+    /// timer inside the server answered is not one: it is an error ([`super::classify`]).
     pub rejected: u64,
     pub timeouts: u64,
-    /// Everything else that failed: 5xx, 4xx, refused or reset connections.
+    /// Everything else that failed: 5xx, 4xx, refused or reset connections, refusals at a timer.
     pub errors: u64,
+    /// Errors of a kind the run decided on: "error: HTTP 503 at a 2 s timer inside the server".
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors_by_kind: BTreeMap<String, u64>,
     /// Status codes, or the error's name when there was no response.
     pub statuses: BTreeMap<String, u64>,
     /// Over ok requests, from the scheduled send time when late.
@@ -263,6 +269,10 @@ pub struct SoakAnalysis {
     /// Timers in what each kind answered ([`super::ok_timers`]): listed with the run's suspicions.
     #[serde(skip)]
     pub suspicions: Vec<super::Suspicion>,
+    /// Refusals a timer answered, as each kind found them: the run's classes
+    /// ([`super::classify`]), with the ladder's and the observed calls'.
+    #[serde(skip)]
+    pub rules: Vec<super::classify::Rule>,
 }
 
 /// The actions that start a fault window.
@@ -273,10 +283,14 @@ struct Fold {
     row: KindRow,
     hist: Summary,
     answered: super::ok_timers::Acc,
+    /// Per rule of the run's classes: how many requests failed at it, their shortest and longest.
+    at_timer: BTreeMap<usize, (u64, f64, f64)>,
 }
 
 impl Fold {
-    fn add(&mut self, r: &Req, in_window: bool) {
+    /// `at`: the run's decision that this refusal was answered by a timer (a rule's index and
+    /// the kind of failure it is).
+    fn add(&mut self, r: &Req, in_window: bool, at: Option<(usize, &str)>) {
         let k = &mut self.row;
         k.requests += 1;
         if let Some(due) = r.scheduled_s {
@@ -301,17 +315,25 @@ impl Fold {
             r.end_s,
             r.connect_s,
         );
-        match r.outcome {
-            Outcome::Ok => {
+        match (r.outcome, at) {
+            (Outcome::Ok, _) => {
                 k.ok += 1;
                 self.hist
                     .record(latency_s(r.start_s, r.duration_s, r.scheduled_s));
             }
-            Outcome::Rejected { .. } => k.rejected += 1,
-            Outcome::Timeout { .. } => k.timeouts += 1,
-            Outcome::Error { .. } => k.errors += 1,
+            // A refusal a timer inside the server answered: the server's failure, not capacity.
+            (Outcome::Rejected { .. }, Some((i, kind))) => {
+                k.errors += 1;
+                *k.errors_by_kind.entry(kind.to_string()).or_default() += 1;
+                let d = r.duration_s;
+                let e = self.at_timer.entry(i).or_insert((0, d, d));
+                *e = (e.0 + 1, e.1.min(d), e.2.max(d));
+            }
+            (Outcome::Rejected { .. }, None) => k.rejected += 1,
+            (Outcome::Timeout { .. }, _) => k.timeouts += 1,
+            (Outcome::Error { .. }, _) => k.errors += 1,
         }
-        if r.outcome.is_failure() && !in_window {
+        if (r.outcome.is_failure() || at.is_some()) && !in_window {
             k.failed_outside_faults += 1;
         }
     }
@@ -334,12 +356,14 @@ struct Req<'a> {
 
 /// The soak analysis from the run's lifecycle records (`recs`) and its requests streamed once
 /// (`requests`; anything else in it is ignored), folded per kind into bounded summaries; None when
-/// the journal is not a soak's.
+/// the journal is not a soak's. `classes`: the run's decision on refusals a timer answered (empty
+/// on a first fold; the rules that fold finds are [`SoakAnalysis::rules`]).
 pub fn analyze_soak(
     recs: &[Record],
     requests: &mut dyn Iterator<Item = Record>,
     settings: &Settings,
     end_s: f64,
+    classes: &super::classify::Classes,
 ) -> Option<SoakAnalysis> {
     let ss = SoakSettings::of(settings)?;
 
@@ -422,6 +446,10 @@ pub fn analyze_soak(
         if let Some(i) = hit {
             per_fault[i] += 1;
         }
+        let at = classes
+            .at_timer(group, outcome, *status, *duration_s)
+            .map(|(i, rule)| (i, rule.kind()));
+        let at = at.as_ref().map(|(i, kind)| (*i, kind.as_str()));
         kinds
             .entry(group.clone())
             .or_insert_with(|| Fold {
@@ -431,8 +459,8 @@ pub fn analyze_soak(
                 },
                 ..Default::default()
             })
-            .add(&req, hit.is_some());
-        totals.add(&req, hit.is_some());
+            .add(&req, hit.is_some(), at);
+        totals.add(&req, hit.is_some(), at);
     }
     let flags: Vec<_> = settings
         .timers_s
@@ -441,6 +469,7 @@ pub fn analyze_soak(
         .collect();
     let timers = super::ok_timers::candidates(recs, &flags);
     let mut suspicions = Vec::new();
+    let mut rules = Vec::new();
     for (name, f) in &kinds {
         let what = format!("soak kind {name}");
         suspicions.extend(super::ok_timers::suspicions(
@@ -450,6 +479,49 @@ pub fn analyze_soak(
             &timers,
             end_s,
         ));
+        rules.extend(
+            super::ok_timers::refusal_timers(&f.answered, &timers)
+                .into_iter()
+                .map(|timer| super::classify::Rule {
+                    found_at: what.clone(),
+                    group: name.clone(),
+                    t_s: end_s,
+                    timer,
+                }),
+        );
+    }
+    // What the run's decision made of each kind's refusals: the reasons (or warnings) that name
+    // the timer, and where each finding counted, said on its suspicion.
+    let mut at_timer_words = Vec::new();
+    for (k, rule) in classes.rules().iter().enumerate() {
+        let counted: Vec<String> = kinds
+            .iter()
+            .filter(|(_, f)| f.at_timer.contains_key(&k))
+            .map(|(name, _)| format!("soak kind {name}"))
+            .collect();
+        if counted.is_empty() {
+            continue;
+        }
+        if let Some(s) = suspicions.iter_mut().find(|s| {
+            s.kind == super::SuspicionKind::RefusalTimer
+                && s.group.as_deref() == Some(rule.group.as_str())
+                && s.seconds == (rule.timer.lo + rule.timer.hi) / 2.0
+        }) {
+            s.detail.push_str(&format!(
+                "; counted as failures at that timer, not refusals ({})",
+                counted.join(", ")
+            ));
+        }
+    }
+    for (name, f) in &kinds {
+        for (k, (n, lo, hi)) in &f.at_timer {
+            if let Some(rule) = classes.rules().get(*k) {
+                at_timer_words.push(format!(
+                    "soak kind {name}: {}",
+                    rule.reason(*n, *lo, *hi, rule.group == *name)
+                ));
+            }
+        }
     }
     let kinds: Vec<KindRow> = kinds.into_values().map(Fold::done).collect();
     let mut totals = totals.done();
@@ -636,6 +708,8 @@ pub fn analyze_soak(
                 rate * 100.0,
                 ss.max_error_rate * 100.0
             ));
+            // Which of them a timer inside the server answered.
+            reasons.append(&mut at_timer_words);
         }
     }
     if restarts.unexpected > 0 && first_violation.is_none() {
@@ -664,6 +738,8 @@ pub fn analyze_soak(
     };
 
     let mut warnings = Vec::new();
+    // Failures at a timer the error rate allowed: errors all the same, said with their timer.
+    warnings.append(&mut at_timer_words);
     if totals.late_sends > 0 {
         warnings.push(format!(
             "{} send(s) went late (up to {} behind schedule): the workers fell behind, and those latencies count from when each request was due",
@@ -718,6 +794,7 @@ pub fn analyze_soak(
         restarts,
         warnings,
         suspicions,
+        rules,
     })
 }
 
@@ -1243,6 +1320,7 @@ mod tests {
             &mut l.records.iter().cloned(),
             &settings,
             l.end_s(),
+            &Default::default(),
         )
         .expect("a soak")
     }
@@ -1268,6 +1346,81 @@ mod tests {
             "{}",
             s[0].detail
         );
+    }
+
+    #[test]
+    fn refusals_a_timer_answered_are_errors_at_it_in_every_kind_and_fail_the_soak() {
+        let no = |s: u16| Outcome::Rejected {
+            status: Some(s),
+            reason: format!("HTTP {s}"),
+        };
+        let mut ev = vec![(0.0, settings(20.0)), interval(0.0, 0, 0)];
+        // Kind search: four 503s at 2 s (the finding) among ok requests; kind embed: one 503 at
+        // 2 s (alone, the same timer) and one instant 429 (capacity).
+        for i in 0..12 {
+            let (d, o) = if i % 3 == 2 {
+                (2.002, no(503))
+            } else {
+                (0.005, Outcome::Ok)
+            };
+            ev.push(req("search", 0.1 + i as f64 * 1.5, d, o, None));
+            ev.push(req("embed", 0.2 + i as f64 * 1.5, 0.005, Outcome::Ok, None));
+        }
+        ev.push(req("embed", 19.0, 2.001, no(503), None));
+        ev.push(req("embed", 19.1, 0.001, no(429), None));
+        ev.push(interval(20.0, 1, 26));
+        ev.push(end(false, "done"));
+        ev.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let a = crate::analyze::analyze(&loaded(ev));
+        let s = a.soak.as_ref().expect("a soak");
+        let kind = |n: &str| s.kinds.iter().find(|k| k.name == n).unwrap();
+        let at = "error: HTTP 503 at a 2 s timer inside the server";
+        let search = kind("search");
+        assert_eq!((search.ok, search.rejected, search.errors), (8, 0, 4));
+        assert_eq!(search.errors_by_kind[at], 4);
+        assert_eq!(search.failed_outside_faults, 4);
+        let embed = kind("embed");
+        assert_eq!((embed.ok, embed.rejected, embed.errors), (12, 1, 1));
+        assert_eq!(embed.errors_by_kind[at], 1);
+        assert_eq!((s.totals.rejected, s.totals.errors), (1, 5));
+        assert_eq!(s.verdict, "fail");
+        assert!(
+            s.reasons.contains(
+                &"soak kind search: 4 requests failed at a 2 s timer inside the server: answered HTTP 503 after 2.00 s each, not a capacity refusal".to_string()
+            ),
+            "{:?}",
+            s.reasons
+        );
+        assert!(
+            s.reasons.contains(
+                &"soak kind embed: 1 request failed at a 2 s timer inside the server: answered HTTP 503 after 2.00 s, as soak kind search's refusals were, not a capacity refusal".to_string()
+            ),
+            "{:?}",
+            s.reasons
+        );
+        let found: Vec<&str> = a
+            .suspicions
+            .iter()
+            .filter(|s| s.kind == crate::analyze::SuspicionKind::RefusalTimer)
+            .map(|s| s.detail.as_str())
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].ends_with(
+                "counted as failures at that timer, not refusals (soak kind embed, soak kind search)"
+            ),
+            "{}",
+            found[0]
+        );
+        // The picture draws them as the failures they are.
+        let drawn: Vec<&str> = a
+            .picture
+            .spans
+            .iter()
+            .filter(|x| x.what == at)
+            .map(|x| x.what.as_str())
+            .collect();
+        assert_eq!(drawn.len(), 5);
     }
 
     #[test]

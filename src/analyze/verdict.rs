@@ -1084,7 +1084,13 @@ impl<'a> LoadAcc<'a> {
         }
         // Each level's refusal timer, said once where it was found, with every level where it
         // answered (their requests are failures at it there).
-        for (k, rule) in classes.rules().iter().enumerate() {
+        // (A soak kind's or an observed call's finding is said where it was found.)
+        for (k, rule) in classes
+            .rules()
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| level_of_group(&r.group).is_some())
+        {
             let at: Vec<String> = levels
                 .iter()
                 .filter(|l| at_timer.get(&l.index).is_some_and(|m| m.contains_key(&k)))
