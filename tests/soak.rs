@@ -355,6 +355,18 @@ fn an_injected_stop_is_excused_until_sigcont_and_the_server_answers_again() {
         .map(|e| e["action"].as_str().unwrap())
         .collect();
     assert_eq!(actions, ["stop", "cont", "recovered"]);
+    // Recovered no earlier than the SIGCONT: a health probe sent as the stop landed, answered once
+    // the server resumed, saw the stop, not the recovery (the window closed where it opened).
+    let at = |action: &str| {
+        rep["lifecycle"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "fault" && e["action"] == action)
+            .and_then(|e| e["t_s"].as_f64())
+            .unwrap()
+    };
+    assert!(at("recovered") >= at("cont"), "{:#}", rep["lifecycle"]);
     assert_eq!(rep["restarts"]["total"], 0, "a stop is not a restart");
     assert_eq!(rep["injected"][0]["recovered"], true);
     // Requests sent while it was stopped waited: they carry that time, inside the fault window. (All

@@ -823,7 +823,12 @@ impl Soak<'_> {
                 for a in f.active.drain(..) {
                     let back = match a.action {
                         Action::Kill | Action::Restart => now_id.is_some() && now_id != a.before,
-                        Action::Stop { .. } => a.resumed_s.is_some() && now_id.is_some(),
+                        // Readings that began before the SIGCONT (a health probe the stopped
+                        // server answered once resumed) saw the stop, not the recovery: the window
+                        // would close where it opened.
+                        Action::Stop { .. } => {
+                            a.resumed_s.is_some_and(|r| r <= t) && now_id.is_some()
+                        }
                     } && health.healthy();
                     if back {
                         // Seen back in the readings taken at this interval's close.
