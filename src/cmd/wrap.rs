@@ -173,11 +173,15 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         }
     };
     let reason = if owned || !detached(&journal) {
-        "the server is gone for good"
+        how_it_ended(
+            &journal.lifecycle(),
+            args.supervise.restart,
+            args.supervise.max_restarts,
+        )
     } else {
-        "witness let go of the container; it keeps running"
+        "witness let go of the container; it keeps running".to_string()
     };
-    if let Err(e) = finish(&journal, &args, reason, Some(status)) {
+    if let Err(e) = finish(&journal, &args, &reason, Some(status)) {
         // wrap stays transparent: the child's output went through and its status is kept; only the
         // record is incomplete, and stderr says so.
         if !e.is::<crate::journal::JournalLost>() {
@@ -206,6 +210,101 @@ fn detached(journal: &crate::journal::Journal) -> bool {
     journal.lifecycle().iter().any(|r| {
         matches!(&r.event, Event::Note { text, .. } if text.starts_with("detached from container"))
     })
+}
+
+/// How the run ended, in a supervisor's words, from what the journal holds: the client closed its
+/// stdin and the server then exited; witness forwarded a signal it received; the server was killed
+/// by a signal witness did not send; or it exited with N and the restart policy (named) did not
+/// start it again.
+fn how_it_ended(
+    lifecycle: &[crate::journal::Record],
+    policy: crate::server::process::RestartPolicy,
+    max_restarts: Option<u32>,
+) -> String {
+    use crate::server::process::RestartPolicy;
+    let Some((exit_t, code, signal, requested)) =
+        lifecycle.iter().rev().find_map(|r| match &r.event {
+            Event::Exit {
+                code,
+                signal,
+                requested,
+                ..
+            } => Some((r.t_s, *code, signal.clone(), *requested)),
+            _ => None,
+        })
+    else {
+        return "the server is gone for good".into();
+    };
+    let ended = match (&signal, code) {
+        (Some(sig), _) => format!("was killed by {sig}"),
+        (None, Some(c)) => format!("exited with {c}"),
+        (None, None) => "ended for an unknown reason".into(),
+    };
+    let note = |prefix: &str| {
+        lifecycle.iter().rev().find_map(|r| match &r.event {
+            Event::Note { text, .. } if text.starts_with(prefix) => Some((r.t_s, text.clone())),
+            _ => None,
+        })
+    };
+    if requested {
+        let asked = lifecycle.iter().rev().find_map(|r| match &r.event {
+            Event::SignalSent { reason, signal, .. } if r.t_s <= exit_t => {
+                Some((reason.clone(), signal.clone()))
+            }
+            _ => None,
+        });
+        return match asked {
+            Some((reason, _)) if reason.starts_with("forwarded ") => {
+                let sig = reason
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or("a signal")
+                    .to_string();
+                format!("witness received {sig} (from its parent, e.g. the MCP host, or another process) and forwarded it; the server {ended}")
+            }
+            Some((reason, _)) if reason.starts_with("asked twice") => {
+                format!("witness was interrupted twice and killed the server at once; it {ended}")
+            }
+            Some((reason, _)) => format!("witness stopped the server ({reason}); it {ended}"),
+            None => format!("witness stopped the server; it {ended}"),
+        };
+    }
+    if let Some((eof_t, _)) = note(crate::observe::relay::CLIENT_CLOSED) {
+        if eof_t <= exit_t {
+            return format!(
+                "the client closed its stdin (its session is over) and the server then {ended}"
+            );
+        }
+    }
+    let policy_name = clap::ValueEnum::to_possible_value(&policy)
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    let restarts = lifecycle
+        .iter()
+        .filter(|r| matches!(r.event, Event::Restart { .. }))
+        .count();
+    let why_not = if note("gave up after").is_some() {
+        format!(
+            "--max-restarts {} was reached after {restarts} restart(s)",
+            max_restarts.unwrap_or(0)
+        )
+    } else if note("restart failed").is_some() {
+        "restarting it failed (the note above says why)".into()
+    } else {
+        match (policy, code) {
+            (RestartPolicy::Never, _) => "--restart never did not restart it".into(),
+            (RestartPolicy::OnFailure, Some(0)) => {
+                "--restart on-failure does not restart a clean exit".into()
+            }
+            _ => format!("--restart {policy_name} did not restart it (witness was stopping)"),
+        }
+    };
+    match signal {
+        Some(sig) => format!(
+            "the server was killed by {sig}, a signal witness did not send (another process, or the kernel); {why_not}"
+        ),
+        None => format!("the server {ended} and {why_not}"),
+    }
 }
 
 /// The running server's pid (a container's as the host sees it), once the target has started.
