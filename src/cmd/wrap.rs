@@ -325,3 +325,88 @@ fn finish(
 ) -> anyhow::Result<()> {
     super::finish_run(journal, &args.output, reason, false, status).map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Record;
+    use crate::server::process::RestartPolicy;
+
+    fn rec(t_s: f64, event: Event) -> Record {
+        Record {
+            t_s,
+            event,
+            origin: None,
+        }
+    }
+
+    fn exit(t_s: f64, code: Option<i32>, signal: Option<&str>, requested: bool) -> Record {
+        rec(
+            t_s,
+            Event::Exit {
+                pid: 7,
+                code,
+                signal: signal.map(String::from),
+                core_dumped: false,
+                age_s: t_s,
+                status: code.unwrap_or(137),
+                requested,
+                meaning: String::new(),
+                oom_killed: None,
+            },
+        )
+    }
+
+    fn eof(t_s: f64) -> Record {
+        rec(
+            t_s,
+            Event::Note {
+                level: "info".into(),
+                text: crate::observe::relay::CLIENT_CLOSED.into(),
+            },
+        )
+    }
+
+    #[test]
+    fn the_client_closing_first_is_said_and_a_close_after_the_exit_is_not() {
+        let first = [eof(1.0), exit(1.2, Some(0), None, false)];
+        assert_eq!(
+            how_it_ended(&first, RestartPolicy::Always, None),
+            "the client closed its stdin (its session is over) and the server then exited with 0"
+        );
+        // The server died first; the client closed because its stdout did: the exit is the cause.
+        let after = [exit(1.0, Some(3), None, false), eof(1.1)];
+        assert_eq!(
+            how_it_ended(&after, RestartPolicy::Never, None),
+            "the server exited with 3 and --restart never did not restart it"
+        );
+    }
+
+    #[test]
+    fn a_signal_is_named_with_who_sent_it() {
+        let theirs = [exit(2.0, None, Some("SIGKILL"), false)];
+        assert_eq!(
+            how_it_ended(&theirs, RestartPolicy::Never, None),
+            "the server was killed by SIGKILL, a signal witness did not send (another process, or the kernel); --restart never did not restart it"
+        );
+        let forwarded = [
+            rec(
+                1.0,
+                Event::SignalSent {
+                    pid: 7,
+                    signal: "SIGTERM".into(),
+                    reason: "forwarded SIGTERM that witness received".into(),
+                },
+            ),
+            exit(1.1, Some(0), None, true),
+        ];
+        assert_eq!(
+            how_it_ended(&forwarded, RestartPolicy::Always, None),
+            "witness received SIGTERM (from its parent, e.g. the MCP host, or another process) and forwarded it; the server exited with 0"
+        );
+        assert_eq!(
+            how_it_ended(&[], RestartPolicy::Never, None),
+            "the server is gone for good"
+        );
+    }
+}
