@@ -302,4 +302,38 @@ mod tests {
         assert_eq!(recent(&dir), vec![new, elsewhere, old]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn a_summary_reads_the_header_and_the_end_or_says_why_there_is_none() {
+        let dir = std::env::temp_dir().join(format!("witness-runs-end-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut h = Header::new("wrap", vec!["/usr/bin/witness".into(), "wrap".into()]);
+        // Far more than the tail read: only the end is read.
+        let filler =
+            "{\"t_s\":1.0,\"kind\":\"note\",\"level\":\"info\",\"text\":\"x\"}\n".repeat(4000);
+        let ended = dir.join("ended.jsonl");
+        std::fs::write(
+            &ended,
+            format!(
+                "{}\n{filler}{{\"t_s\":2.0,\"kind\":\"end\",\"reason\":\"the server exited with 3\",\"partial\":false,\"exit_code\":3}}\n",
+                serde_json::to_string(&h).unwrap()
+            ),
+        )
+        .unwrap();
+        let s = summary(&ended);
+        assert_eq!(s.ended, "the server exited with 3 (exit 3)");
+        assert_eq!(command_words(s.header.as_ref().unwrap()), "witness wrap");
+        // No end row: still running (this process is a witness test binary) or cut off.
+        let open = dir.join("open.jsonl");
+        std::fs::write(&open, format!("{}\n", serde_json::to_string(&h).unwrap())).unwrap();
+        assert_eq!(
+            summary(&open).ended,
+            format!("running (witness pid {})", std::process::id())
+        );
+        h.pid = u32::MAX - 1;
+        std::fs::write(&open, format!("{}\n", serde_json::to_string(&h).unwrap())).unwrap();
+        assert!(summary(&open).ended.starts_with("no end recorded"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -387,3 +387,39 @@ fn a_proxy_run_with_a_plain_http_server_has_no_json_rpc_note_and_ends_by_the_for
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_listing_masks_a_credential_as_the_journal_does() {
+    let dir = tempdir("report-secret");
+    let port = free_port().to_string();
+    let url = format!("http://127.0.0.1:{port}/");
+    // Nothing listens: refused (3), but the run and its journal exist.
+    let run = run_bounded(
+        &mut witness_in(
+            &dir,
+            &[
+                "load",
+                "--url",
+                &url,
+                "--header",
+                "Authorization: Bearer sekrit-token-4711",
+                "--levels",
+                "1",
+            ],
+        ),
+        LIMIT,
+    );
+    assert_eq!(run.status.code(), Some(3), "{}", text(&run.stderr));
+    let list = run_bounded(&mut witness_in(&dir, &["report", "--list"]), LIMIT);
+    let out = text(&list.stdout);
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list.stderr));
+    assert!(!out.contains("sekrit"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "load  witness load --url {url} --header \"Authorization: ***\" --levels 1"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("ended: refused"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
