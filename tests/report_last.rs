@@ -105,7 +105,7 @@ fn report_with_no_journal_opens_the_latest_run_and_last_2_the_one_before() {
         "{err}"
     );
     assert!(
-        out.contains("run ends: the server exited with 0 and --restart never did not restart it"),
+        out.contains("run ends: the server exited with 0 and was not restarted (--restart never)"),
         "{out}"
     );
     assert!(!out.contains("exited with 3"), "{out}");
@@ -122,7 +122,7 @@ fn report_with_no_journal_opens_the_latest_run_and_last_2_the_one_before() {
         "{err}"
     );
     assert!(
-        out.contains("run ends: the server exited with 3 and --restart never did not restart it"),
+        out.contains("run ends: the server exited with 3 and was not restarted (--restart never)"),
         "{out}"
     );
 
@@ -143,7 +143,7 @@ fn report_with_no_journal_opens_the_latest_run_and_last_2_the_one_before() {
     assert!(row1.contains("-- sh -c \"exit 0\""), "{row1}");
     assert!(
         row1.contains(
-            "ended: the server exited with 0 and --restart never did not restart it (exit 0)"
+            "ended: the server exited with 0 and was not restarted (--restart never) (exit 0)"
         ),
         "{row1}"
     );
@@ -278,7 +278,7 @@ fn a_server_exiting_3_names_the_policy_that_did_not_restart_it() {
     let reason = end_reason(&journal_of(&out));
     assert_eq!(
         reason,
-        "the server exited with 3 and --restart never did not restart it"
+        "the server exited with 3 and was not restarted (--restart never)"
     );
     // on-failure and a clean exit: the policy's own words.
     let out = run_bounded(
@@ -298,7 +298,7 @@ fn a_server_exiting_3_names_the_policy_that_did_not_restart_it() {
     );
     assert_eq!(
         end_reason(&journal_of(&out)),
-        "the server exited with 0 and --restart on-failure does not restart a clean exit"
+        "the server exited with 0 and was not restarted (--restart on-failure restarts only a failure)"
     );
     // on-failure with --max-restarts 1: it was restarted once, then given up on.
     let out = run_bounded(
@@ -323,7 +323,7 @@ fn a_server_exiting_3_names_the_policy_that_did_not_restart_it() {
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
     assert_eq!(
         end_reason(&journal_of(&out)),
-        "the server exited with 4 and --max-restarts 1 was reached after 1 restart(s)"
+        "the server exited with 4 and was not restarted again (--max-restarts 1 was reached after 1 restart(s))"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -285,23 +285,23 @@ fn how_it_ended(
         .count();
     let why_not = if note("gave up after").is_some() {
         format!(
-            "--max-restarts {} was reached after {restarts} restart(s)",
+            "was not restarted again (--max-restarts {} was reached after {restarts} restart(s))",
             max_restarts.unwrap_or(0)
         )
     } else if note("restart failed").is_some() {
-        "restarting it failed (the note above says why)".into()
+        "could not be restarted (the note above says why)".into()
     } else {
         match (policy, code) {
-            (RestartPolicy::Never, _) => "--restart never did not restart it".into(),
+            (RestartPolicy::Never, _) => "was not restarted (--restart never)".into(),
             (RestartPolicy::OnFailure, Some(0)) => {
-                "--restart on-failure does not restart a clean exit".into()
+                "was not restarted (--restart on-failure restarts only a failure)".into()
             }
-            _ => format!("--restart {policy_name} did not restart it (witness was stopping)"),
+            _ => format!("was not restarted (witness was stopping; --restart {policy_name})"),
         }
     };
     match signal {
         Some(sig) => format!(
-            "the server was killed by {sig}, a signal witness did not send (another process, or the kernel); {why_not}"
+            "the server was killed by {sig}, a signal witness did not send (another process, or the kernel), and {why_not}"
         ),
         None => format!("the server {ended} and {why_not}"),
     }
@@ -378,7 +378,7 @@ mod tests {
         let after = [exit(1.0, Some(3), None, false), eof(1.1)];
         assert_eq!(
             how_it_ended(&after, RestartPolicy::Never, None),
-            "the server exited with 3 and --restart never did not restart it"
+            "the server exited with 3 and was not restarted (--restart never)"
         );
     }
 
@@ -387,7 +387,7 @@ mod tests {
         let theirs = [exit(2.0, None, Some("SIGKILL"), false)];
         assert_eq!(
             how_it_ended(&theirs, RestartPolicy::Never, None),
-            "the server was killed by SIGKILL, a signal witness did not send (another process, or the kernel); --restart never did not restart it"
+            "the server was killed by SIGKILL, a signal witness did not send (another process, or the kernel), and was not restarted (--restart never)"
         );
         let forwarded = [
             rec(
