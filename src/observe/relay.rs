@@ -954,6 +954,13 @@ fn client_to_server(s: Arc<Shared>, mut stdin: File) {
             // as it is.
             let spoke = s.tracker.lock().expect("relay tracker").counts.messages[0] > 0;
             s.input_closed.store(spoke, Ordering::SeqCst);
+            if spoke {
+                // When: how the run ended reads it (the client ended its session first).
+                s.journal.emit(Event::Note {
+                    level: "info".into(),
+                    text: CLIENT_CLOSED.into(),
+                });
+            }
             slot.child = None;
             s.changed.notify_all();
             return;
@@ -1072,13 +1079,19 @@ fn dup(fd: i32) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// The note the relay writes when an MCP client closes witness's stdin (EOF after JSON-RPC).
+pub const CLIENT_CLOSED: &str = "relay: the client closed its stdin (EOF): its session is over";
+
 /// What the relay says at the end: what it could not read, and how much.
 pub fn notes(c: &Counts, undelivered: u64) -> Vec<Event> {
     let mut notes = Vec::new();
     let mut said = Vec::new();
+    // Lines that are not JSON-RPC are news only where stdio carried MCP; else they are the log of
+    // a server that does not speak it (an HTTP server behind --proxy), matched as its log anyway.
+    let carried_mcp = c.messages[0] + c.messages[1] > 0;
     for dir in [Dir::FromClient, Dir::FromServer] {
         let d = dir.index();
-        if c.not_jsonrpc_lines[d] > 0 {
+        if c.not_jsonrpc_lines[d] > 0 && carried_mcp {
             let mut s = format!(
                 "{} line(s) {} were not JSON-RPC ({} bytes), passed through unread",
                 c.not_jsonrpc_lines[d],
