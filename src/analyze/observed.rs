@@ -15,7 +15,7 @@ use super::inflight::Happenings;
 use super::timers::TimerSource;
 use super::verdict::{self, annotate};
 use super::{ProcessLife, Suspicion};
-use crate::journal::observed::{Observed, Via};
+use crate::journal::observed::{Observed, Via, PROXY_ANSWERED};
 use crate::journal::{ErrorKind, Event, Header, Outcome, Record};
 use crate::stats::{Latency, Summary};
 
@@ -101,6 +101,9 @@ pub struct CallCounts {
     pub timeout: u64,
     /// In flight when witness itself was stopped: neither ok nor the server's failure.
     pub interrupted: u64,
+    /// Sent with the MCP session of a server process that had exited: witness's proxy answered 404
+    /// so the client initializes again. The restart's consequence, not the server's failure.
+    pub session_gone: u64,
 }
 
 /// Failed calls of one kind: how many, and how long they took to give up.
@@ -350,6 +353,10 @@ impl<'a> Acc<'a> {
                 error: ErrorKind::Cancelled,
                 ..
             } => row.counts.cancelled += 1,
+            Outcome::Error {
+                error: ErrorKind::SessionGone,
+                ..
+            } => row.counts.session_gone += 1,
             Outcome::Error { .. } => row.counts.error += 1,
             Outcome::Timeout { .. } => row.counts.timeout += 1,
         }
@@ -370,17 +377,12 @@ impl<'a> Acc<'a> {
             }),
         }
         let kept = row.failures.len() < FAILURES_KEPT;
-        // The server's words go into the annotation; a proxy's own answer while the server was
-        // down is witness's, and the outcome already says it.
-        let said = detail.as_deref().filter(|_| {
-            !matches!(
-                outcome,
-                Outcome::Error {
-                    error: ErrorKind::ConnectRefused,
-                    ..
-                }
-            )
-        });
+        // The server's words go into the annotation; the proxy's own answer (502 while the server
+        // was down, 404 for a session a restart ended) is witness's, said in its words first.
+        let own = detail
+            .as_deref()
+            .filter(|d| row.via == Via::Http && d.contains(PROXY_ANSWERED));
+        let said = detail.as_deref().filter(|_| own.is_none());
         let (annotation, _) = annotate(
             self.recs,
             self.lives,
@@ -390,6 +392,22 @@ impl<'a> Acc<'a> {
             outcome,
             said,
         );
+        let annotation = match own {
+            // The session's words name both processes already.
+            Some(words)
+                if matches!(
+                    outcome,
+                    Outcome::Error {
+                        error: ErrorKind::SessionGone,
+                        ..
+                    }
+                ) =>
+            {
+                words.to_string()
+            }
+            Some(words) => own_words(words, &annotation),
+            None => annotation,
+        };
         if kept {
             row.failures.push(ObservedFailure {
                 id: *id,
@@ -444,6 +462,21 @@ impl<'a> Acc<'a> {
             }),
             self.suspicions,
         )
+    }
+}
+
+/// The proxy's own answer in its journalled words, then what the lifecycle adds; the lifecycle's
+/// "did not exit or restart while it was in flight" is dropped, since the proxy answered without
+/// the server (what matters is before it, and the words say it).
+fn own_words(words: &str, context: &str) -> String {
+    let rest = context
+        .strip_prefix(verdict::NOT_CUT)
+        .map(|r| r.trim_start_matches("; "))
+        .unwrap_or(context);
+    if rest.is_empty() {
+        words.to_string()
+    } else {
+        format!("{words}; {rest}")
     }
 }
 
