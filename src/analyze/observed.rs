@@ -382,7 +382,16 @@ impl<'a> Acc<'a> {
         let own = detail
             .as_deref()
             .filter(|d| row.via == Via::Http && d.contains(PROXY_ANSWERED));
-        let said = detail.as_deref().filter(|_| own.is_none());
+        let said = detail.as_deref().filter(|_| {
+            own.is_none()
+                && !matches!(
+                    outcome,
+                    Outcome::Error {
+                        error: ErrorKind::ConnectRefused,
+                        ..
+                    }
+                )
+        });
         let (annotation, _) = annotate(
             self.recs,
             self.lives,
@@ -869,6 +878,87 @@ pub(crate) mod tests {
             "{}",
             f.annotation
         );
+    }
+
+    #[test]
+    fn the_proxy_s_502_before_the_server_listened_keeps_its_words_not_an_exit_it_never_saw() {
+        let words =
+            "the server was down (nothing listening on 127.0.0.1:9); witness's proxy answered 502";
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            with_detail(
+                call(
+                    1,
+                    "http GET /api/items",
+                    0.3,
+                    0.001,
+                    error(ErrorKind::ConnectRefused),
+                ),
+                words,
+            ),
+            (2.0, end()),
+        ]));
+        let f = &a.observed.unwrap().calls[0].failures[0];
+        assert_eq!(f.annotation, words);
+        // The server's words are only the server's: none here.
+        assert_eq!(f.detail, None);
+        // After an exit the journal's words come first, then the exit.
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (1.0, exit(7, 1, 1.0, false)),
+            with_detail(
+                call(
+                    1,
+                    "http GET /api/items",
+                    1.3,
+                    0.001,
+                    error(ErrorKind::ConnectRefused),
+                ),
+                words,
+            ),
+            (2.0, end()),
+        ]));
+        let f = &a.observed.unwrap().calls[0].failures[0];
+        assert!(
+            f.annotation.starts_with(&format!(
+                "{words}; sent while the server was down: pid 7 exited with 1"
+            )),
+            "{}",
+            f.annotation
+        );
+    }
+
+    #[test]
+    fn a_session_a_restart_ended_is_counted_apart_from_the_server_s_errors() {
+        let words = "the MCP session was issued by server pid 7, which has exited (the server runs now as pid 8): the restart ended it; witness's proxy answered 404 so the client initializes again";
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            call(1, "http tools/call echo", 0.5, 0.01, Outcome::Ok),
+            (1.0, exit(7, 124, 1.0, false)),
+            (2.0, spawn(8)),
+            with_detail(
+                call(
+                    2,
+                    "http tools/call echo",
+                    3.0,
+                    0.001,
+                    error(ErrorKind::SessionGone),
+                ),
+                words,
+            ),
+            call(3, "http tools/call echo", 3.1, 0.01, Outcome::Ok),
+            (4.0, end()),
+        ]));
+        let r = &a.observed.unwrap().calls[0];
+        assert_eq!(
+            (r.counts.ok, r.counts.error, r.counts.session_gone),
+            (2, 0, 1)
+        );
+        assert_eq!(r.latency.as_ref().unwrap().count, 2);
+        let f = &r.failures[0];
+        assert_eq!(f.outcome, "session ended by a restart (404)");
+        assert_eq!(f.annotation, words);
+        assert_eq!(r.failed_by_kind[0].kind, "session_gone");
     }
 
     #[test]

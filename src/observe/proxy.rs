@@ -1306,6 +1306,24 @@ mod tests {
     }
 
     #[test]
+    fn a_session_is_gone_only_once_the_process_that_issued_it_is_not_the_one_running() {
+        let mut s = Sessions::default();
+        s.issued("a", 7);
+        // The same id seen again in a later answer keeps its first process.
+        s.issued("a", 8);
+        assert_eq!(s.gone("a", Some(7)), None);
+        assert_eq!(s.gone("a", Some(8)), Some(7));
+        assert_eq!(s.gone("a", None), Some(7));
+        // An id witness never saw issued is the server's to answer.
+        assert_eq!(s.gone("never-issued", Some(8)), None);
+        for i in 0..SESSIONS_KEPT {
+            s.issued(&format!("s{i}"), 8);
+        }
+        assert_eq!(s.by_id.len(), SESSIONS_KEPT);
+        assert_eq!(s.gone("a", Some(9)), None, "the oldest is forgotten");
+    }
+
+    #[test]
     fn a_copy_keeps_at_most_its_cap_and_says_it_was_cut() {
         let mut c = Copy::default();
         c.take(b"abcdef", 4);
