@@ -19,9 +19,30 @@ fn peer(name: &str) -> PathBuf {
     repo().join("tests/peers").join(name)
 }
 
-/// The official SDK (PyPI `mcp`) and curl, or (outside CI) a reason to skip.
+/// The official SDK (PyPI `mcp`, with uvicorn), or (outside CI) a reason to skip.
 fn have_sdk() -> bool {
-    have("the MCP Python SDK", "python3 -c 'import mcp, uvicorn'") && have("curl", "curl --version")
+    have("the MCP Python SDK", "python3 -c 'import mcp, uvicorn'")
+}
+
+/// One request on its own connection (`Connection: close`), std only so nothing hides what is
+/// sent: the whole answer as text, head and body.
+fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).to_string()
 }
 
 /// `witness wrap --proxy 127.0.0.1:LISTEN=127.0.0.1:UP ARGS -- SERVER…` (`{UP}` in the server's
@@ -221,22 +242,20 @@ fn an_unknown_session_id_to_a_live_server_is_the_server_s_to_answer() {
     let wrap = spawn_wrap(&dir, listen, up, &[], &server(&[]));
     wait_listening(listen);
     wait_listening(up);
-    let url = format!("http://127.0.0.1:{listen}/mcp");
     let post = |session: Option<&str>, body: &str| -> String {
-        let mut c = Command::new("curl");
-        c.args(["-s", "-i", "--max-time", "20", "-X", "POST", &url])
-            .args(["-H", "Content-Type: application/json"])
-            .args(["-H", "Accept: application/json, text/event-stream"])
-            .args(["-H", "MCP-Protocol-Version: 2025-06-18"]);
+        let mut h = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ];
         if let Some(s) = session {
-            c.args(["-H", &format!("Mcp-Session-Id: {s}")]);
+            h.push(("Mcp-Session-Id", s));
         }
-        let out = run_bounded(c.args(["--data", body]), Duration::from_secs(30));
-        String::from_utf8_lossy(&out.stdout).to_string()
+        http(listen, "POST", "/mcp", &h, body)
     };
     let init = post(
         None,
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
     );
     let session = init
         .lines()
@@ -296,19 +315,13 @@ fn the_proxy_s_502_while_nothing_listens_keeps_its_words_in_every_view() {
     ];
     let wrap = spawn_wrap(&dir, listen, up, &[], &never);
     wait_listening(listen);
-    let out = run_bounded(
-        Command::new("curl").args([
-            "-s",
-            "-i",
-            "--max-time",
-            "20",
-            &format!("http://127.0.0.1:{listen}/api/items"),
-        ]),
-        Duration::from_secs(30),
-    );
+    let said = http(listen, "GET", "/api/items", &[], "");
     stop_wrap(wrap);
-    let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.starts_with("HTTP/1.1 502"), "{said}");
+    assert!(
+        said.contains("this 502 is witness's, not the server's"),
+        "{said}"
+    );
     let words = format!(
         "the server was down (nothing listening on 127.0.0.1:{up}); witness's proxy answered 502"
     );
