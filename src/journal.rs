@@ -285,6 +285,10 @@ pub enum ErrorKind {
     /// HTTP/2: the server reset this stream (RST_STREAM), its error code in the detail; a
     /// REFUSED_STREAM (not processed) only once its resends ran out, as for [`ErrorKind::Goaway`].
     StreamReset,
+    /// MCP over streamable HTTP through wrap's proxy: the request carried the session id of a
+    /// server process that has exited; the proxy answered 404 so the client initializes again.
+    /// The restart's consequence, never the server's failure nor its latency.
+    SessionGone,
     Other,
 }
 
@@ -308,6 +312,7 @@ impl std::fmt::Display for ErrorKind {
             ErrorKind::Tls => "TLS",
             ErrorKind::Goaway => "HTTP/2 GOAWAY",
             ErrorKind::StreamReset => "HTTP/2 stream reset",
+            ErrorKind::SessionGone => "session ended by a restart (404)",
             ErrorKind::Other => "other",
         })
     }

@@ -120,6 +120,7 @@ impl<'a> Cuts<'a> {
                     | ErrorKind::Local
                     | ErrorKind::Interrupted
                     | ErrorKind::Cancelled
+                    | ErrorKind::SessionGone
             ),
             _ => false,
         };

@@ -1535,7 +1535,7 @@ fn what_happened<'a>(
             secs(*limit_s),
             seen_now.join("; ")
         ),
-        (_, true) => "the server did not exit or restart while it was in flight".into(),
+        (_, true) => NOT_CUT.into(),
         (_, false) => format!("while it was in flight: {}", seen_now.join("; ")),
     };
     // An exit just after it, which it did not cause: context, said as later.
@@ -1549,6 +1549,9 @@ fn what_happened<'a>(
     });
     (format!("{text}{}", later.unwrap_or_default()), None)
 }
+
+/// A failure's annotation when nothing happened to the server while it was in flight.
+pub const NOT_CUT: &str = "the server did not exit or restart while it was in flight";
 
 /// A failure's detail when it is the server's own words (MCP tool and JSON-RPC errors); other
 /// details are witness's account of a transport failure, already in the outcome.

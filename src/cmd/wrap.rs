@@ -66,10 +66,12 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         timers_s: args.supervise.timers_s(),
         ..Default::default()
     }));
-    let proxy = crate::observe::proxy::start(proxy, &journal)?;
-    // The GPU check comes before the server starts, so `--gpu on` without a driver refuses
-    // without having run anything; the samplers learn the server's pid once it exists.
+    // The samplers and the proxy learn the server's pid once it exists (the proxy: which process
+    // an MCP session belongs to).
     let state: Arc<OnceLock<watch::Receiver<State>>> = Arc::new(OnceLock::new());
+    let proxy = crate::observe::proxy::start(proxy, &journal, server_pid(&state))?;
+    // The GPU check comes before the server starts, so `--gpu on` without a driver refuses
+    // without having run anything.
     let gpu = match super::gpu::choose(&args.gpu, server_pid(&state), &journal) {
         Ok(g) => g,
         Err(e) => {
