@@ -86,8 +86,16 @@ fn python_client(n: u32, cmd: &[String]) -> (Vec<String>, String) {
 /// The rmcp client (examples/mcp_rs_client.rs) making `n` calls of `nap` through `cmd`.
 fn rmcp_client(n: u32, cmd: &[String]) -> (Vec<String>, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mcp_rs_client"));
-    c.args(["--calls", &n.to_string(), "--tool", "nap", "--timeout", "20", "--"])
-        .args(cmd);
+    c.args([
+        "--calls",
+        &n.to_string(),
+        "--tool",
+        "nap",
+        "--timeout",
+        "20",
+        "--",
+    ])
+    .args(cmd);
     output(run_bounded(&mut c, Duration::from_secs(120)))
 }
 
@@ -176,7 +184,11 @@ fn the_python_sdk_client_survives_a_restart_and_its_call_in_flight_gets_an_error
     let dir = tempdir("supervise-py");
     let marker = dir.join("armed");
     let (lines, stderr) = python_client(3, &wrapped(&dir, true, &marker));
-    assert_eq!(lines.first().map(String::as_str), Some("init ok"), "{lines:?}");
+    assert_eq!(
+        lines.first().map(String::as_str),
+        Some("init ok"),
+        "{lines:?}"
+    );
     let call0 = lines
         .iter()
         .find(|l| l.starts_with("call 0 "))
@@ -211,15 +223,23 @@ fn the_rmcp_client_survives_a_restart_and_its_call_in_flight_gets_an_error_at_on
     let dir = tempdir("supervise-rmcp");
     let marker = dir.join("armed");
     let (lines, stderr) = rmcp_client(3, &wrapped(&dir, true, &marker));
-    assert_eq!(lines.first().map(String::as_str), Some("init ok"), "{lines:?}");
+    assert_eq!(
+        lines.first().map(String::as_str),
+        Some("init ok"),
+        "{lines:?}"
+    );
     assert!(
-        lines.iter().any(|l| l.starts_with("call 1 error JSON-RPC error -32000: the server (pid ")
-            && l.contains("witness is restarting it")),
+        lines.iter().any(
+            |l| l.starts_with("call 1 error JSON-RPC error -32000: the server (pid ")
+                && l.contains("witness is restarting it")
+        ),
         "{lines:?}"
     );
     for i in 2..=3 {
         assert!(
-            lines.iter().any(|l| l.starts_with(&format!("call {i} ok "))),
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("call {i} ok "))),
             "call {i} succeeds on the restarted server: {lines:?}"
         );
     }
@@ -249,7 +269,9 @@ fn without_a_restart_the_client_sees_the_stream_close_as_it_does_directly() {
     };
     assert_eq!(words(&lines), words(&direct_lines));
     assert!(
-        lines.iter().any(|l| l.starts_with("call 0 error 'Connection closed'")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("call 0 error 'Connection closed'")),
         "{lines:?}"
     );
     assert!(lines.last().unwrap().starts_with("ended: "), "{lines:?}");
@@ -259,12 +281,17 @@ fn without_a_restart_the_client_sees_the_stream_close_as_it_does_directly() {
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0]["outcome"]["error"], "closed");
     assert!(
-        !calls[0]["detail"].as_str().unwrap().contains("witness answered"),
+        !calls[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("witness answered"),
         "{}",
         calls[0]
     );
     assert!(
-        !notes(&journal).iter().any(|n| n.contains("witness answered")),
+        !notes(&journal)
+            .iter()
+            .any(|n| n.contains("witness answered")),
         "{:#?}",
         notes(&journal)
     );

@@ -437,7 +437,9 @@ impl Tracker {
                 if dir == Dir::FromClient {
                     match method.as_str() {
                         // Only a line that is this request alone can be replayed as it was.
-                        "initialize" if whole.first() == Some(&b'{') && whole.len() <= MAX_HANDSHAKE => {
+                        "initialize"
+                            if whole.first() == Some(&b'{') && whole.len() <= MAX_HANDSHAKE =>
+                        {
                             self.handshake.initialize = Some((whole.to_vec(), key(&id)));
                             self.handshake.answer = None;
                         }
@@ -962,7 +964,14 @@ impl Relay {
             let stdin = (!slot.client_eof).then(|| (pid, Arc::new(File::from(stdin))));
             // A restarted server is given the client's handshake first; the client's bytes wait.
             let handshake = (slot.attached > 1)
-                .then(|| self.shared.tracker.lock().expect("relay tracker").handshake.replay())
+                .then(|| {
+                    self.shared
+                        .tracker
+                        .lock()
+                        .expect("relay tracker")
+                        .handshake
+                        .replay()
+                })
                 .flatten();
             match (stdin, handshake) {
                 (Some(c), Some(h)) => {
@@ -1299,9 +1308,11 @@ impl Replay {
         while let Some(i) = memchr::memchr(b'\n', rest) {
             let line = &rest[..i];
             rest = &rest[i + 1..];
-            let answer = serde_json::from_slice::<Msg>(trim(line)).ok().is_some_and(|m| {
-                m.method.is_none() && m.id.as_ref().is_some_and(|v| key(v) == self.id)
-            });
+            let answer = serde_json::from_slice::<Msg>(trim(line))
+                .ok()
+                .is_some_and(|m| {
+                    m.method.is_none() && m.id.as_ref().is_some_and(|v| key(v) == self.id)
+                });
             if answer {
                 let a = line.to_vec();
                 on.extend_from_slice(rest);
@@ -1322,7 +1333,12 @@ impl Replay {
 }
 
 /// The words of a replayed handshake's answer, against the first.
-fn replay_words(pid: u32, took: f64, answer: &[u8], first: Option<&(Option<String>, Option<String>)>) -> (String, &'static str) {
+fn replay_words(
+    pid: u32,
+    took: f64,
+    answer: &[u8],
+    first: Option<&(Option<String>, Option<String>)>,
+) -> (String, &'static str) {
     let v: Value = serde_json::from_slice(trim(answer)).unwrap_or(Value::Null);
     if let Some(e) = v.get("error") {
         let e = RpcError {
@@ -1698,6 +1714,106 @@ mod tests {
             1,
             "the call to pid 11 is still in flight until the end"
         );
+    }
+
+    #[test]
+    fn on_a_restart_only_the_dead_servers_calls_are_answered_with_their_own_ids() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":\"7\",\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"resources/subscribe\",\"params\":{\"uri\":\"x\"}}\n", t0, 10);
+        feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}\n", t0, 11);
+        feed(&mut t, Dir::FromServer, "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n{\"jsonrpc\":\"2.0\",\"id\":50,\"method\":\"roots/list\"}\n", t0, 10);
+        let cut = t.server_restarting(10, t0 + Duration::from_secs(6), "the server exited 124");
+        let ids: Vec<&str> = cut.answered.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["\"7\""],
+            "the string id 7, not the number 7 (answered) nor pid 11's 8"
+        );
+        let (_, outcome, d, detail) = exchange(&cut.answered[0].1);
+        assert_eq!(outcome.describe(), "error: connection closed");
+        assert_eq!(d, Duration::from_secs(6));
+        assert!(detail.unwrap().contains(
+            "witness answered the client at once: JSON-RPC error -32000: the server exited 124"
+        ));
+        assert_eq!(cut.ask_methods, ["roots/list"]);
+        assert_eq!(cut.subscriptions, 1);
+        let mut rest = Vec::new();
+        t.finish(t0, &mut rest);
+        assert_eq!(rest.len(), 1, "pid 11's call is still in flight");
+    }
+
+    #[test]
+    fn the_handshake_is_kept_for_a_replay_unless_the_revision_is_sessionless() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        assert_eq!(t.handshake.replay(), None);
+        let init = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"}}";
+        let done = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+        feed(&mut t, Dir::FromClient, &format!("{init}\n{done}\n"), t0, 1);
+        feed(&mut t, Dir::FromServer, "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{\"tools\":{}}}}\n", t0, 1);
+        let (line, id, initialized) = t.handshake.replay().unwrap();
+        assert_eq!(line, init.as_bytes());
+        assert_eq!(id, "0");
+        assert_eq!(initialized.unwrap(), done.as_bytes());
+        let first = t.handshake.answer.clone().unwrap();
+        assert_eq!(first.0.as_deref(), Some("2025-11-25"));
+        // A sessionless revision has nothing to replay.
+        let mut s = Tracker::default();
+        feed(&mut s, Dir::FromClient, &format!("{init}\n"), t0, 1);
+        feed(
+            &mut s,
+            Dir::FromServer,
+            "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"2026-07-28\"}}\n",
+            t0,
+            1,
+        );
+        assert_eq!(s.handshake.replay(), None);
+        // The replayed answer's words: the same, or what differs.
+        let same = replay_words(9, 0.1, br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}}}}"#, Some(&first));
+        assert!(
+            same.0.contains("capabilities as in the first answer"),
+            "{same:?}"
+        );
+        let other = replay_words(9, 0.1, br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{}}}"#, Some(&first));
+        assert_eq!(other.1, "warn");
+        assert!(other.0.contains("protocol 2025-06-18; the client negotiated 2025-11-25 with the first server; capabilities differ"), "{other:?}");
+    }
+
+    #[test]
+    fn a_replay_keeps_only_the_answer_to_the_replayed_initialize_from_the_client() {
+        let (w, _r) = std::io::pipe().map(|(r, w)| (w, r)).unwrap();
+        let mut r = Replay {
+            stdin: Arc::new(File::from(std::os::fd::OwnedFd::from(w))),
+            id: "0".into(),
+            initialized: None,
+            sent: Instant::now(),
+            held: Vec::new(),
+        };
+        let (on, answer) = r.push(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n{\"jsonrpc\":\"2.0\",\"id\":0,\"res");
+        assert_eq!(
+            on,
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n"
+        );
+        assert!(answer.is_none());
+        let (on, answer) =
+            r.push(b"ult\":{}}\n{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\npartial");
+        assert_eq!(
+            answer.unwrap(),
+            b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}"
+        );
+        assert_eq!(on, b"{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\npartial");
+    }
+
+    #[test]
+    fn the_clients_error_says_what_ended_the_server_and_that_it_restarts() {
+        let m = restart_message(&ExitNotice {
+            pid: 42,
+            meaning: "exited 124: a timeout or watchdog fired (coreutils `timeout` and many watchdogs use 124)".into(),
+            age_s: 6.012,
+            restarting: true,
+        });
+        assert_eq!(m, "the server (pid 42) exited 124: a timeout or watchdog fired, at age 6.01 s; witness is restarting it, so this call will get no answer");
     }
 
     #[test]
