@@ -34,7 +34,7 @@ fn notes(lines: &[serde_json::Value]) -> Vec<String> {
         .collect()
 }
 
-fn calls<'a>(lines: &'a [serde_json::Value]) -> Vec<&'a serde_json::Value> {
+fn calls(lines: &[serde_json::Value]) -> Vec<&serde_json::Value> {
     lines
         .iter()
         .filter(|l| l["kind"] == "request" && l["group"] == "stdio tools/call nap")

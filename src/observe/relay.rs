@@ -274,6 +274,10 @@ pub struct Counts {
     pub batches: u64,
 }
 
+/// What a replay writes: the `initialize` line, its id (as a key), the `notifications/initialized`
+/// line.
+pub type HandshakeLines = (Vec<u8>, String, Option<Vec<u8>>);
+
 /// The client's handshake, kept (bounded) to be replayed to a restarted server.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Handshake {
@@ -288,7 +292,7 @@ pub struct Handshake {
 impl Handshake {
     /// What to write to a new server process, and the id of its answer to swallow; None when
     /// there is nothing to replay (no `initialize` seen, or a sessionless revision).
-    pub fn replay(&self) -> Option<(Vec<u8>, String, Option<Vec<u8>>)> {
+    pub fn replay(&self) -> Option<HandshakeLines> {
         let (line, id) = self.initialize.clone()?;
         if let Some((Some(v), _)) = &self.answer {
             if v.as_str() >= SESSIONLESS_SINCE {
@@ -1053,7 +1057,7 @@ impl Shared {
     /// go to it from now on.
     fn release(&self, pid: u32) -> bool {
         let mut slot = self.slot.lock().expect("relay slot");
-        if !slot.replaying.as_ref().is_some_and(|(p, _)| *p == pid) {
+        if slot.replaying.as_ref().is_none_or(|(p, _)| *p != pid) {
             return false;
         }
         let c = slot.replaying.take();
@@ -1391,7 +1395,7 @@ fn server_to_client(
     s: Arc<Shared>,
     pid: u32,
     mut stdout: File,
-    replay: Option<(Arc<File>, (Vec<u8>, String, Option<Vec<u8>>))>,
+    replay: Option<(Arc<File>, HandshakeLines)>,
 ) {
     let mut buf = vec![0u8; READ_BYTES];
     let mut lines = LineReader::default();
