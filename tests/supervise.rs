@@ -329,3 +329,90 @@ fn a_healthy_session_under_restart_always_is_relayed_untouched() {
     );
     assert!(calls(&journal).iter().all(|c| c["outcome"]["kind"] == "ok"));
 }
+
+/// What the client reads, byte for byte, across a restart: one answer to its `initialize` (the
+/// replayed one's answer never reaches it), witness's JSON-RPC error for the call in flight under
+/// the call's own id, then the restarted server's answer to the next call.
+#[test]
+fn the_client_reads_one_initialize_answer_and_an_error_under_its_calls_own_id() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    if !have_sdk() {
+        return;
+    }
+    let dir = tempdir("supervise-raw");
+    let marker = dir.join("armed");
+    let mut child = Command::new(witness())
+        .args(["wrap", "--restart", "always", "--journal"])
+        .arg(dir.join("j.jsonl"))
+        .arg("--")
+        .args(direct(&marker))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let mut send = |s: &str| stdin.write_all(format!("{s}\n").as_bytes()).unwrap();
+    let mut seen = Vec::new();
+    let answer = |id: serde_json::Value, seen: &mut Vec<serde_json::Value>| loop {
+        let v = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no answer for id {id}: {seen:#?}"));
+        seen.push(v.clone());
+        if v["id"] == id {
+            return v;
+        }
+    };
+    send(
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+    );
+    assert!(answer(0.into(), &mut seen)["result"]["protocolVersion"].is_string());
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    send(
+        r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"nap","arguments":{}}}"#,
+    );
+    let cut = answer("a".into(), &mut seen);
+    assert_eq!(cut["error"]["code"], -32000, "{cut}");
+    assert!(
+        cut["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("witness is restarting it"),
+        "{cut}"
+    );
+    send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nap","arguments":{}}}"#,
+    );
+    let ok = answer(2.into(), &mut seen);
+    assert!(
+        ok["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("awake in pid")),
+        "{ok}"
+    );
+    drop(stdin);
+    let _ = wait_bounded(child, Duration::from_secs(30));
+    reader.join().unwrap();
+    seen.extend(rx.try_iter());
+    let zeros = seen.iter().filter(|v| v["id"] == 0).count();
+    assert_eq!(
+        zeros, 1,
+        "the replayed initialize's answer reached the client: {seen:#?}"
+    );
+    let ids: Vec<String> = seen
+        .iter()
+        .filter(|v| !v["id"].is_null())
+        .map(|v| v["id"].to_string())
+        .collect();
+    assert_eq!(ids, ["0", "\"a\"", "2"], "{seen:#?}");
+}
