@@ -46,6 +46,7 @@ pub fn process_config(
         port: None,
         stdio: None,
         input_closed: None,
+        on_exit: None,
     })
 }
 

@@ -30,7 +30,16 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
             p.stdio = Some(tx);
             let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
             p.input_closed = Some(closed.clone());
-            pipes = Some((rx, p.patterns.clone(), closed));
+            // The supervisor's word on each exit reaches the relay, which answers the calls in
+            // flight when a restart follows.
+            let relay: Arc<OnceLock<Arc<Relay>>> = Arc::new(OnceLock::new());
+            let r = relay.clone();
+            p.on_exit = Some(Arc::new(move |n| {
+                if let Some(r) = r.get() {
+                    r.exited(n);
+                }
+            }));
+            pipes = Some((rx, p.patterns.clone(), closed, relay));
         } else {
             p.inherit_stdin = true;
         }
@@ -46,12 +55,13 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     crate::load::tls::journal_note(&journal);
     // Started before the server, so the client's first bytes wait for it rather than go unread.
     let relay = match pipes {
-        Some((mut rx, patterns, closed)) => {
+        Some((mut rx, patterns, closed, cell)) => {
             let relay = Arc::new(
                 Relay::start(journal.clone(), patterns, closed).map_err(|e| {
                     anyhow::anyhow!("the stdio relay could not take witness's stdin/stdout: {e}")
                 })?,
             );
+            let _ = cell.set(relay.clone());
             let r = relay.clone();
             tokio::spawn(async move {
                 while let Some(p) = rx.recv().await {
