@@ -222,11 +222,18 @@ fn kill_9_of_witness_takes_the_child_down_and_the_journal_still_parses() {
         .spawn()
         .unwrap();
     wait_listening(port);
-    let server = journal_lines(&j)
-        .iter()
-        .find(|l| l["kind"] == "spawn")
-        .map(|l| l["pid"].as_i64().unwrap() as i32)
-        .expect("the spawn is journalled at once");
+    // The spawn is a lifecycle event, flushed as it is written; witness writes it a moment after
+    // the fork, which a busy machine may stretch past the server's first listen.
+    let spawned = || {
+        journal_lines(&j)
+            .iter()
+            .find(|l| l["kind"] == "spawn")
+            .map(|l| l["pid"].as_i64().unwrap() as i32)
+    };
+    wait_until("the spawn to be journalled", Duration::from_secs(5), || {
+        spawned().is_some()
+    });
+    let server = spawned().expect("the spawn is journalled");
     assert!(alive(server));
     kill(child.id() as i32, 9);
     let _ = wait_bounded(child, Duration::from_secs(5));

@@ -323,7 +323,6 @@ fn spawn_child(
     let pid = child.id().unwrap_or(0);
     own.register(pid);
     drop(own);
-    guard.tree.set_root(pid);
     let identity = super::identity_of(pid).unwrap_or(Identity {
         pid,
         start_time: 0,
@@ -331,6 +330,8 @@ fn spawn_child(
         container_started_at: None,
         socket_inode: None,
     });
+    // Journalled first: the tree's watcher may hold its lock for a whole look, and a server that
+    // listens within a millisecond must find its spawn already written.
     journal.emit(Event::Spawn {
         pid,
         start_time: identity.start_time,
@@ -338,6 +339,7 @@ fn spawn_child(
         attempt,
         container_id: None,
     });
+    guard.tree.set_root(pid);
     let mut readers = Vec::new();
     let stdout = match &cfg.stdio {
         Some(sink) => {
