@@ -864,6 +864,35 @@ pub enum Event {
     },
 }
 
+/// Analysis's unit tests build requests with only these set.
+#[cfg(test)]
+impl Event {
+    pub fn bare_request(
+        id: u64,
+        group: &str,
+        start_s: f64,
+        duration_s: f64,
+        outcome: Outcome,
+    ) -> Event {
+        Event::Request {
+            id,
+            group: group.into(),
+            worker: 0,
+            start_s,
+            duration_s,
+            outcome,
+            status: None,
+            scheduled_s: None,
+            detail: None,
+            body_bytes: None,
+            body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
+        }
+    }
+}
+
 impl Event {
     /// Lifecycle events are written through at once; losing one would change a verdict.
     pub fn is_lifecycle(&self) -> bool {

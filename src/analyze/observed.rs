@@ -671,22 +671,7 @@ pub(crate) mod tests {
     pub fn call(id: u64, group: &str, start: f64, dur: f64, outcome: Outcome) -> (f64, Event) {
         (
             start + dur,
-            Event::Request {
-                id,
-                group: group.into(),
-                worker: 0,
-                start_s: start,
-                duration_s: dur,
-                outcome,
-                status: None,
-                scheduled_s: None,
-                detail: None,
-                body_bytes: None,
-                body_cut: false,
-                connect_s: None,
-                headers_s: None,
-                handshake_s: None,
-            },
+            Event::bare_request(id, group, start, dur, outcome),
         )
     }
 
