@@ -17,7 +17,7 @@ use crate::units::{
     name = "witness",
     version,
     about = "Load-test a server while watching it, so no number it prints is a measurement of the harness",
-    after_help = "Every run writes a journal (JSON Lines, one clock); `witness report JOURNAL` re-renders it."
+    after_help = "Every run writes a journal (JSON Lines, one clock); `witness report JOURNAL` re-renders it, `witness report` the latest run's, `witness report --list` lists recent runs."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -566,9 +566,18 @@ pub struct SoakArgs {
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// Journals written by wrap, load or soak (complete, or cut off by a crash). Several are put on
-    /// one clock by their wall-clock anchors and analysed as one run.
-    #[arg(value_name = "JOURNAL", required_unless_present = "k6")]
+    /// one clock by their wall-clock anchors and analysed as one run. None: the latest run's
+    /// journal (see --last), found in witness's journal folder ($XDG_STATE_HOME/witness, else
+    /// ~/.local/state/witness) and its index of runs given --journal elsewhere.
+    #[arg(value_name = "JOURNAL")]
     pub journals: Vec<PathBuf>,
+    /// Without JOURNAL: open the N-th most recent run's journal (1: the latest, the default).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), conflicts_with_all = ["journals", "k6", "list"])]
+    pub last: Option<u32>,
+    /// List the recent runs (the 20 latest, newest first): when each started, its command, how it
+    /// ended and its journal's path; `--last N` opens the N-th.
+    #[arg(long, conflicts_with_all = ["journals", "k6", "clock_offset", "format", "output"])]
+    pub list: bool,
     /// k6 results (`k6 run --out json=FILE`, plain or gzipped) read as a load source; repeat for the
     /// outputs of several k6 instances.
     #[arg(long, value_name = "FILE")]

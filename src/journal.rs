@@ -285,6 +285,10 @@ pub enum ErrorKind {
     /// HTTP/2: the server reset this stream (RST_STREAM), its error code in the detail; a
     /// REFUSED_STREAM (not processed) only once its resends ran out, as for [`ErrorKind::Goaway`].
     StreamReset,
+    /// MCP over streamable HTTP through wrap's proxy: the request carried the session id of a
+    /// server process that has exited; the proxy answered 404 so the client initializes again.
+    /// The restart's consequence, never the server's failure nor its latency.
+    SessionGone,
     Other,
 }
 
@@ -308,6 +312,7 @@ impl std::fmt::Display for ErrorKind {
             ErrorKind::Tls => "TLS",
             ErrorKind::Goaway => "HTTP/2 GOAWAY",
             ErrorKind::StreamReset => "HTTP/2 stream reset",
+            ErrorKind::SessionGone => "session ended by a restart (404)",
             ErrorKind::Other => "other",
         })
     }
@@ -857,6 +862,35 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
     },
+}
+
+/// Analysis's unit tests build requests with only these set.
+#[cfg(test)]
+impl Event {
+    pub fn bare_request(
+        id: u64,
+        group: &str,
+        start_s: f64,
+        duration_s: f64,
+        outcome: Outcome,
+    ) -> Event {
+        Event::Request {
+            id,
+            group: group.into(),
+            worker: 0,
+            start_s,
+            duration_s,
+            outcome,
+            status: None,
+            scheduled_s: None,
+            detail: None,
+            body_bytes: None,
+            body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
+        }
+    }
 }
 
 impl Event {

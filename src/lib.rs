@@ -12,6 +12,7 @@ pub mod load;
 pub mod observe;
 pub mod out;
 pub mod report;
+pub mod runs;
 pub mod sample;
 pub mod secrets;
 pub mod server;

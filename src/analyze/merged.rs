@@ -513,22 +513,7 @@ mod tests {
     }
 
     fn req(id: u64, group: &str, start: f64, dur: f64, outcome: Outcome) -> Event {
-        Event::Request {
-            id,
-            group: group.into(),
-            worker: 0,
-            start_s: start,
-            duration_s: dur,
-            outcome,
-            status: None,
-            scheduled_s: None,
-            detail: None,
-            body_bytes: None,
-            body_cut: false,
-            connect_s: None,
-            headers_s: None,
-            handshake_s: None,
-        }
+        Event::bare_request(id, group, start, dur, outcome)
     }
 
     fn merged(events: Vec<(f64, Option<u16>, Event)>) -> Loaded {

@@ -15,7 +15,7 @@ use super::inflight::Happenings;
 use super::timers::TimerSource;
 use super::verdict::{self, annotate};
 use super::{ProcessLife, Suspicion};
-use crate::journal::observed::{Observed, Via};
+use crate::journal::observed::{Observed, Via, PROXY_ANSWERED};
 use crate::journal::{ErrorKind, Event, Header, Outcome, Record};
 use crate::stats::{Latency, Summary};
 
@@ -101,6 +101,9 @@ pub struct CallCounts {
     pub timeout: u64,
     /// In flight when witness itself was stopped: neither ok nor the server's failure.
     pub interrupted: u64,
+    /// Sent with the MCP session of a server process that had exited: witness's proxy answered 404
+    /// so the client initializes again. The restart's consequence, not the server's failure.
+    pub session_gone: u64,
 }
 
 /// Failed calls of one kind: how many, and how long they took to give up.
@@ -395,6 +398,10 @@ impl<'a> Acc<'a> {
                 error: ErrorKind::Cancelled,
                 ..
             } => row.counts.cancelled += 1,
+            Outcome::Error {
+                error: ErrorKind::SessionGone,
+                ..
+            } => row.counts.session_gone += 1,
             Outcome::Error { .. } => row.counts.error += 1,
             Outcome::Timeout { .. } => row.counts.timeout += 1,
         }
@@ -421,16 +428,20 @@ impl<'a> Acc<'a> {
             }),
         }
         let kept = row.failures.len() < FAILURES_KEPT;
-        // The server's words go into the annotation; a proxy's own answer while the server was
-        // down is witness's, and the outcome already says it.
+        // The server's words go into the annotation; the proxy's own answer (502 while the server
+        // was down, 404 for a session a restart ended) is witness's, said in its words first.
+        let own = detail
+            .as_deref()
+            .filter(|d| row.via == Via::Http && d.contains(PROXY_ANSWERED));
         let said = detail.as_deref().filter(|_| {
-            !matches!(
-                outcome,
-                Outcome::Error {
-                    error: ErrorKind::ConnectRefused,
-                    ..
-                }
-            )
+            own.is_none()
+                && !matches!(
+                    outcome,
+                    Outcome::Error {
+                        error: ErrorKind::ConnectRefused,
+                        ..
+                    }
+                )
         });
         let (annotation, _) = annotate(
             self.recs,
@@ -441,6 +452,22 @@ impl<'a> Acc<'a> {
             outcome,
             said,
         );
+        let annotation = match own {
+            // The session's words name both processes already.
+            Some(words)
+                if matches!(
+                    outcome,
+                    Outcome::Error {
+                        error: ErrorKind::SessionGone,
+                        ..
+                    }
+                ) =>
+            {
+                words.to_string()
+            }
+            Some(words) => own_words(words, &annotation),
+            None => annotation,
+        };
         if kept {
             row.failures.push(ObservedFailure {
                 id: *id,
@@ -517,6 +544,21 @@ impl<'a> Acc<'a> {
             }),
             self.suspicions,
         )
+    }
+}
+
+/// The proxy's own answer in its journalled words, then what the lifecycle adds; the lifecycle's
+/// "did not exit or restart while it was in flight" is dropped, since the proxy answered without
+/// the server (what matters is before it, and the words say it).
+fn own_words(words: &str, context: &str) -> String {
+    let rest = context
+        .strip_prefix(verdict::NOT_CUT)
+        .map(|r| r.trim_start_matches("; "))
+        .unwrap_or(context);
+    if rest.is_empty() {
+        words.to_string()
+    } else {
+        format!("{words}; {rest}")
     }
 }
 
@@ -629,22 +671,7 @@ pub(crate) mod tests {
     pub fn call(id: u64, group: &str, start: f64, dur: f64, outcome: Outcome) -> (f64, Event) {
         (
             start + dur,
-            Event::Request {
-                id,
-                group: group.into(),
-                worker: 0,
-                start_s: start,
-                duration_s: dur,
-                outcome,
-                status: None,
-                scheduled_s: None,
-                detail: None,
-                body_bytes: None,
-                body_cut: false,
-                connect_s: None,
-                headers_s: None,
-                handshake_s: None,
-            },
+            Event::bare_request(id, group, start, dur, outcome),
         )
     }
 
@@ -909,6 +936,87 @@ pub(crate) mod tests {
             "{}",
             f.annotation
         );
+    }
+
+    #[test]
+    fn the_proxy_s_502_before_the_server_listened_keeps_its_words_not_an_exit_it_never_saw() {
+        let words =
+            "the server was down (nothing listening on 127.0.0.1:9); witness's proxy answered 502";
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            with_detail(
+                call(
+                    1,
+                    "http GET /api/items",
+                    0.3,
+                    0.001,
+                    error(ErrorKind::ConnectRefused),
+                ),
+                words,
+            ),
+            (2.0, end()),
+        ]));
+        let f = &a.observed.unwrap().calls[0].failures[0];
+        assert_eq!(f.annotation, words);
+        // The server's words are only the server's: none here.
+        assert_eq!(f.detail, None);
+        // After an exit the journal's words come first, then the exit.
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            (1.0, exit(7, 1, 1.0, false)),
+            with_detail(
+                call(
+                    1,
+                    "http GET /api/items",
+                    1.3,
+                    0.001,
+                    error(ErrorKind::ConnectRefused),
+                ),
+                words,
+            ),
+            (2.0, end()),
+        ]));
+        let f = &a.observed.unwrap().calls[0].failures[0];
+        assert!(
+            f.annotation.starts_with(&format!(
+                "{words}; sent while the server was down: pid 7 exited with 1"
+            )),
+            "{}",
+            f.annotation
+        );
+    }
+
+    #[test]
+    fn a_session_a_restart_ended_is_counted_apart_from_the_server_s_errors() {
+        let words = "the MCP session was issued by server pid 7, which has exited (the server runs now as pid 8): the restart ended it; witness's proxy answered 404 so the client initializes again";
+        let a = analyze(&loaded(vec![
+            (0.0, spawn(7)),
+            call(1, "http tools/call echo", 0.5, 0.01, Outcome::Ok),
+            (1.0, exit(7, 124, 1.0, false)),
+            (2.0, spawn(8)),
+            with_detail(
+                call(
+                    2,
+                    "http tools/call echo",
+                    3.0,
+                    0.001,
+                    error(ErrorKind::SessionGone),
+                ),
+                words,
+            ),
+            call(3, "http tools/call echo", 3.1, 0.01, Outcome::Ok),
+            (4.0, end()),
+        ]));
+        let r = &a.observed.unwrap().calls[0];
+        assert_eq!(
+            (r.counts.ok, r.counts.error, r.counts.session_gone),
+            (2, 0, 1)
+        );
+        assert_eq!(r.latency.as_ref().unwrap().count, 2);
+        let f = &r.failures[0];
+        assert_eq!(f.outcome, "session ended by a restart (404)");
+        assert_eq!(f.annotation, words);
+        assert_eq!(r.failed_by_kind[0].kind, "session_gone");
     }
 
     #[test]

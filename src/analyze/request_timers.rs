@@ -54,6 +54,7 @@ fn server_gave_up(o: &Outcome) -> bool {
                 | ErrorKind::Local
                 | ErrorKind::Interrupted
                 | ErrorKind::Cancelled
+                | ErrorKind::SessionGone
         ),
         _ => false,
     }

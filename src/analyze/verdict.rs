@@ -1535,7 +1535,19 @@ fn what_happened<'a>(
             secs(*limit_s),
             seen_now.join("; ")
         ),
-        (_, true) => "the server did not exit or restart while it was in flight".into(),
+        (_, true) => match restarted_before(lives, start) {
+            // A restart before it: the process it went to is not the one the session began with,
+            // which can be the failure's cause (a session it never had).
+            Some((old, new)) => format!(
+                "the server did not exit while it was in flight; it went to pid {}, which a restart started at t={:.2}s after pid {} {} at t={:.2}s",
+                new.pid,
+                new.spawn_t_s,
+                old.pid,
+                exit_words(old),
+                old.exit_t_s.unwrap_or(new.spawn_t_s)
+            ),
+            None => NOT_CUT.into(),
+        },
         (_, false) => format!("while it was in flight: {}", seen_now.join("; ")),
     };
     // An exit just after it, which it did not cause: context, said as later.
@@ -1549,6 +1561,9 @@ fn what_happened<'a>(
     });
     (format!("{text}{}", later.unwrap_or_default()), None)
 }
+
+/// A failure's annotation when nothing happened to the server while it was in flight.
+pub const NOT_CUT: &str = "the server did not exit or restart while it was in flight";
 
 /// A failure's detail when it is the server's own words (MCP tool and JSON-RPC errors); other
 /// details are witness's account of a transport failure, already in the outcome.
@@ -1564,6 +1579,20 @@ pub(crate) fn server_words(outcome: &Outcome, detail: &Option<String>) -> Option
 
 /// How a server process ended, in the lifecycle's own words: an OOM kill the engine vouched for and
 /// a signal are said as such (with the shell's exit status beside them), a plain code as the code.
+/// The process a request sent at `start` went to, when a restart started it: the one that exited
+/// before it, and it.
+fn restarted_before(lives: &[ProcessLife], start: f64) -> Option<(&ProcessLife, &ProcessLife)> {
+    let new = lives
+        .iter()
+        .filter(|l| l.spawn_t_s <= start)
+        .max_by(|a, b| a.spawn_t_s.total_cmp(&b.spawn_t_s))?;
+    let old = lives
+        .iter()
+        .filter(|l| l.exit_t_s.is_some_and(|x| x <= new.spawn_t_s + 0.001) && !l.requested)
+        .max_by(|a, b| a.exit_t_s.unwrap().total_cmp(&b.exit_t_s.unwrap()))?;
+    Some((old, new))
+}
+
 pub(crate) fn exit_words(l: &ProcessLife) -> String {
     match (l.status, l.oom_killed, &l.signal) {
         (Some(s), true, _) => {
@@ -2771,7 +2800,7 @@ mod tests {
             // Sent once pid 8 ran, before it answered anything.
             req(1, 0, 1.52, 0.001, closed()),
             req(2, 0, 1.6, 0.05, Outcome::Ok),
-            // After pid 8 answered: nothing but the plain words.
+            // After pid 8 answered: the plain words, with the restart it went to after.
             req(3, 0, 1.7, 0.001, closed()),
             level_end(0, 2, 2.0, 8),
             (2.1, end()),
@@ -2785,7 +2814,7 @@ mod tests {
         );
         assert_eq!(
             l.failures[1].annotation,
-            "the server did not exit or restart while it was in flight"
+            "the server did not exit while it was in flight; it went to pid 8, which a restart started at t=1.50s after pid 7 exited with 1 at t=1.00s"
         );
     }
 

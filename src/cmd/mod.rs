@@ -46,6 +46,7 @@ pub fn process_config(
         port: None,
         stdio: None,
         input_closed: None,
+        on_exit: None,
     })
 }
 
@@ -419,10 +420,13 @@ pub fn write_views(out: &OutputArgs, analysis: &Analysis) -> anyhow::Result<()> 
 /// state folder ($XDG_STATE_HOME/witness or ~/.local/state/witness), never a shared /tmp name.
 pub fn open_journal(mode: &str, out: &OutputArgs) -> anyhow::Result<Journal> {
     let header = Header::new(mode, std::env::args().collect());
-    if let Some(path) = &out.journal {
-        return Journal::create(path, &header);
-    }
     let dir = crate::files::state_dir();
+    if let Some(path) = &out.journal {
+        let journal = Journal::create(path, &header)?;
+        // `witness report` finds it by the index, as it finds the folder's own.
+        crate::runs::record(&dir, path, header.started_unix_s);
+        return Ok(journal);
+    }
     crate::files::ensure_state_dir(&dir).map_err(|e| {
         usage(format!(
             "could not create witness's state folder {} for the journal: {e}; set XDG_STATE_HOME or pass --journal FILE",
@@ -436,6 +440,10 @@ pub fn open_journal(mode: &str, out: &OutputArgs) -> anyhow::Result<Journal> {
             Err(e) if path.symlink_metadata().is_ok() && attempt < 100 => {
                 let _ = e;
                 attempt += 1;
+            }
+            Ok(journal) => {
+                crate::runs::record(&dir, &path, header.started_unix_s);
+                return Ok(journal);
             }
             r => return r,
         }

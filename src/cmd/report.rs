@@ -6,7 +6,13 @@ use std::io::IsTerminal;
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::report::{self, View};
 
-pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
+pub fn run(mut args: ReportArgs) -> anyhow::Result<i32> {
+    if args.list {
+        return list();
+    }
+    if args.journals.is_empty() && args.k6.is_empty() {
+        args.journals.push(latest(args.last.unwrap_or(1))?);
+    }
     let format = args.format.unwrap_or_else(|| match &args.output {
         Some(p) if p.extension().is_some_and(|e| e == "jsonl") => ReportFormat::Journal,
         _ => ReportFormat::Text,
@@ -155,4 +161,51 @@ fn write_journal(
         crate::errln!("witness: {w}");
     }
     Ok(0)
+}
+
+/// `witness report --list`: the recent runs, newest first (each journal's header and end only).
+fn list() -> anyhow::Result<i32> {
+    let dir = crate::files::state_dir();
+    let runs = crate::runs::recent(&dir);
+    if runs.is_empty() {
+        return Err(none_found(&dir));
+    }
+    let shown: Vec<crate::runs::RunSummary> = runs
+        .iter()
+        .take(crate::runs::LIST)
+        .map(|p| crate::runs::summary(p))
+        .collect();
+    let text = crate::runs::render_list(&dir, &shown, runs.len());
+    crate::out::write_bytes(crate::out::To::Stdout, text.as_bytes());
+    Ok(0)
+}
+
+/// The `n`-th most recent run's journal (1: the latest), said on stderr.
+fn latest(n: u32) -> anyhow::Result<std::path::PathBuf> {
+    let dir = crate::files::state_dir();
+    let runs = crate::runs::recent(&dir);
+    if runs.is_empty() {
+        return Err(none_found(&dir));
+    }
+    let Some(path) = runs.get(n as usize - 1) else {
+        return Err(crate::error::usage(format!(
+            "--last {n}: only {} run(s) are recorded in {} (see `witness report --list`)",
+            runs.len(),
+            dir.display()
+        )));
+    };
+    let which = if n == 1 {
+        "the latest run".to_string()
+    } else {
+        format!("run {n} back (--last {n})")
+    };
+    crate::errln!("witness: reading {which}: {}", path.display());
+    Ok(path.clone())
+}
+
+fn none_found(dir: &std::path::Path) -> anyhow::Error {
+    crate::error::usage(format!(
+        "no journal found in {} (witness's journal folder, where runs without --journal write and runs with --journal are recorded); give one: `witness report JOURNAL`",
+        dir.display()
+    ))
 }

@@ -30,7 +30,16 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
             p.stdio = Some(tx);
             let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
             p.input_closed = Some(closed.clone());
-            pipes = Some((rx, p.patterns.clone(), closed));
+            // The supervisor's word on each exit reaches the relay, which answers the calls in
+            // flight when a restart follows.
+            let relay: Arc<OnceLock<Arc<Relay>>> = Arc::new(OnceLock::new());
+            let r = relay.clone();
+            p.on_exit = Some(Arc::new(move |n| {
+                if let Some(r) = r.get() {
+                    r.exited(n);
+                }
+            }));
+            pipes = Some((rx, p.patterns.clone(), closed, relay));
         } else {
             p.inherit_stdin = true;
         }
@@ -46,12 +55,13 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     crate::load::tls::journal_note(&journal);
     // Started before the server, so the client's first bytes wait for it rather than go unread.
     let relay = match pipes {
-        Some((mut rx, patterns, closed)) => {
+        Some((mut rx, patterns, closed, cell)) => {
             let relay = Arc::new(
                 Relay::start(journal.clone(), patterns, closed).map_err(|e| {
                     anyhow::anyhow!("the stdio relay could not take witness's stdin/stdout: {e}")
                 })?,
             );
+            let _ = cell.set(relay.clone());
             let r = relay.clone();
             tokio::spawn(async move {
                 while let Some(p) = rx.recv().await {
@@ -66,10 +76,12 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         timers_s: args.supervise.timers_s(),
         ..Default::default()
     }));
-    let proxy = crate::observe::proxy::start(proxy, &journal)?;
-    // The GPU check comes before the server starts, so `--gpu on` without a driver refuses
-    // without having run anything; the samplers learn the server's pid once it exists.
+    // The samplers and the proxy learn the server's pid once it exists (the proxy: which process
+    // an MCP session belongs to).
     let state: Arc<OnceLock<watch::Receiver<State>>> = Arc::new(OnceLock::new());
+    let proxy = crate::observe::proxy::start(proxy, &journal, server_pid(&state))?;
+    // The GPU check comes before the server starts, so `--gpu on` without a driver refuses
+    // without having run anything.
     let gpu = match super::gpu::choose(&args.gpu, server_pid(&state), &journal) {
         Ok(g) => g,
         Err(e) => {
@@ -173,11 +185,15 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         }
     };
     let reason = if owned || !detached(&journal) {
-        "the server is gone for good"
+        how_it_ended(
+            &journal.lifecycle(),
+            args.supervise.restart,
+            args.supervise.max_restarts,
+        )
     } else {
-        "witness let go of the container; it keeps running"
+        "witness let go of the container; it keeps running".to_string()
     };
-    if let Err(e) = finish(&journal, &args, reason, Some(status)) {
+    if let Err(e) = finish(&journal, &args, &reason, Some(status)) {
         // wrap stays transparent: the child's output went through and its status is kept; only the
         // record is incomplete, and stderr says so.
         if !e.is::<crate::journal::JournalLost>() {
@@ -208,6 +224,101 @@ fn detached(journal: &crate::journal::Journal) -> bool {
     })
 }
 
+/// How the run ended, in a supervisor's words, from what the journal holds: the client closed its
+/// stdin and the server then exited; witness forwarded a signal it received; the server was killed
+/// by a signal witness did not send; or it exited with N and the restart policy (named) did not
+/// start it again.
+fn how_it_ended(
+    lifecycle: &[crate::journal::Record],
+    policy: crate::server::process::RestartPolicy,
+    max_restarts: Option<u32>,
+) -> String {
+    use crate::server::process::RestartPolicy;
+    let Some((exit_t, code, signal, requested)) =
+        lifecycle.iter().rev().find_map(|r| match &r.event {
+            Event::Exit {
+                code,
+                signal,
+                requested,
+                ..
+            } => Some((r.t_s, *code, signal.clone(), *requested)),
+            _ => None,
+        })
+    else {
+        return "the server is gone for good".into();
+    };
+    let ended = match (&signal, code) {
+        (Some(sig), _) => format!("was killed by {sig}"),
+        (None, Some(c)) => format!("exited with {c}"),
+        (None, None) => "ended for an unknown reason".into(),
+    };
+    let note = |prefix: &str| {
+        lifecycle.iter().rev().find_map(|r| match &r.event {
+            Event::Note { text, .. } if text.starts_with(prefix) => Some((r.t_s, text.clone())),
+            _ => None,
+        })
+    };
+    if requested {
+        let asked = lifecycle.iter().rev().find_map(|r| match &r.event {
+            Event::SignalSent { reason, signal, .. } if r.t_s <= exit_t => {
+                Some((reason.clone(), signal.clone()))
+            }
+            _ => None,
+        });
+        return match asked {
+            Some((reason, _)) if reason.starts_with("forwarded ") => {
+                let sig = reason
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or("a signal")
+                    .to_string();
+                format!("witness received {sig} (from its parent, e.g. the MCP host, or another process) and forwarded it; the server {ended}")
+            }
+            Some((reason, _)) if reason.starts_with("asked twice") => {
+                format!("witness was interrupted twice and killed the server at once; it {ended}")
+            }
+            Some((reason, _)) => format!("witness stopped the server ({reason}); it {ended}"),
+            None => format!("witness stopped the server; it {ended}"),
+        };
+    }
+    if let Some((eof_t, _)) = note(crate::observe::relay::CLIENT_CLOSED) {
+        if eof_t <= exit_t {
+            return format!(
+                "the client closed its stdin (its session is over) and the server then {ended}"
+            );
+        }
+    }
+    let policy_name = clap::ValueEnum::to_possible_value(&policy)
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    let restarts = lifecycle
+        .iter()
+        .filter(|r| matches!(r.event, Event::Restart { .. }))
+        .count();
+    let why_not = if note("gave up after").is_some() {
+        format!(
+            "was not restarted again (--max-restarts {} was reached after {restarts} restart(s))",
+            max_restarts.unwrap_or(0)
+        )
+    } else if note("restart failed").is_some() {
+        "could not be restarted (the note above says why)".into()
+    } else {
+        match (policy, code) {
+            (RestartPolicy::Never, _) => "was not restarted (--restart never)".into(),
+            (RestartPolicy::OnFailure, Some(0)) => {
+                "was not restarted (--restart on-failure restarts only a failure)".into()
+            }
+            _ => format!("was not restarted (witness was stopping; --restart {policy_name})"),
+        }
+    };
+    match signal {
+        Some(sig) => format!(
+            "the server was killed by {sig}, a signal witness did not send (another process, or the kernel), and {why_not}"
+        ),
+        None => format!("the server {ended} and {why_not}"),
+    }
+}
+
 /// The running server's pid (a container's as the host sees it), once the target has started.
 fn server_pid(state: &Arc<OnceLock<watch::Receiver<State>>>) -> PidSource {
     let state = state.clone();
@@ -225,4 +336,89 @@ fn finish(
     status: Option<i32>,
 ) -> anyhow::Result<()> {
     super::finish_run(journal, &args.output, reason, false, status).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Record;
+    use crate::server::process::RestartPolicy;
+
+    fn rec(t_s: f64, event: Event) -> Record {
+        Record {
+            t_s,
+            event,
+            origin: None,
+        }
+    }
+
+    fn exit(t_s: f64, code: Option<i32>, signal: Option<&str>, requested: bool) -> Record {
+        rec(
+            t_s,
+            Event::Exit {
+                pid: 7,
+                code,
+                signal: signal.map(String::from),
+                core_dumped: false,
+                age_s: t_s,
+                status: code.unwrap_or(137),
+                requested,
+                meaning: String::new(),
+                oom_killed: None,
+            },
+        )
+    }
+
+    fn eof(t_s: f64) -> Record {
+        rec(
+            t_s,
+            Event::Note {
+                level: "info".into(),
+                text: crate::observe::relay::CLIENT_CLOSED.into(),
+            },
+        )
+    }
+
+    #[test]
+    fn the_client_closing_first_is_said_and_a_close_after_the_exit_is_not() {
+        let first = [eof(1.0), exit(1.2, Some(0), None, false)];
+        assert_eq!(
+            how_it_ended(&first, RestartPolicy::Always, None),
+            "the client closed its stdin (its session is over) and the server then exited with 0"
+        );
+        // The server died first; the client closed because its stdout did: the exit is the cause.
+        let after = [exit(1.0, Some(3), None, false), eof(1.1)];
+        assert_eq!(
+            how_it_ended(&after, RestartPolicy::Never, None),
+            "the server exited with 3 and was not restarted (--restart never)"
+        );
+    }
+
+    #[test]
+    fn a_signal_is_named_with_who_sent_it() {
+        let theirs = [exit(2.0, None, Some("SIGKILL"), false)];
+        assert_eq!(
+            how_it_ended(&theirs, RestartPolicy::Never, None),
+            "the server was killed by SIGKILL, a signal witness did not send (another process, or the kernel), and was not restarted (--restart never)"
+        );
+        let forwarded = [
+            rec(
+                1.0,
+                Event::SignalSent {
+                    pid: 7,
+                    signal: "SIGTERM".into(),
+                    reason: "forwarded SIGTERM that witness received".into(),
+                },
+            ),
+            exit(1.1, Some(0), None, true),
+        ];
+        assert_eq!(
+            how_it_ended(&forwarded, RestartPolicy::Always, None),
+            "witness received SIGTERM (from its parent, e.g. the MCP host, or another process) and forwarded it; the server exited with 0"
+        );
+        assert_eq!(
+            how_it_ended(&[], RestartPolicy::Never, None),
+            "the server is gone for good"
+        );
+    }
 }

@@ -636,13 +636,14 @@ mod tests {
             Tls,
             Goaway,
             StreamReset,
+            SessionGone,
             Other,
         ];
         for k in &all {
             match k {
                 ConnectRefused | Connect | Reset | ClosedBeforeResponse | Protocol | Http4xx
                 | Http5xx | Http3xx | Rpc | ToolError | Closed | Local | Interrupted
-                | Cancelled | Tls | Goaway | StreamReset | Other => {}
+                | Cancelled | Tls | Goaway | StreamReset | SessionGone | Other => {}
             }
         }
         all

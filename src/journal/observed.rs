@@ -11,6 +11,10 @@
 //! http GET /api/items                a plain HTTP request through the proxy (path, no query)
 //! ```
 
+/// How a detail of the proxy's own answer ends ("…; witness's proxy answered 502"): the words are
+/// witness's, not the server's, and every view keeps them.
+pub const PROXY_ANSWERED: &str = "witness's proxy answered";
+
 /// Where an observed exchange passed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -17,6 +17,12 @@
 //! - **MCP streamable HTTP** (a POST whose JSON body is a JSON-RPC request, answered with JSON or
 //!   an SSE stream) is read as JSON-RPC: grouped `http tools/call TOOL`, classified like the load
 //!   driver's calls. Only `id`, `method` and `params.name` are read; argument values never are.
+//! - **A restart ends MCP sessions.** A streamable HTTP session (`Mcp-Session-Id`, issued in an
+//!   answer's header) belongs to the server process that issued it; a request carrying the id of a
+//!   process that has since exited is answered 404 by the proxy itself (what the MCP specification
+//!   says a server answers for a session it no longer has), so the client initializes again; it is
+//!   journalled as the restart's consequence (`session_gone`), never as the server's failure. An id
+//!   witness never saw issued passes unchanged: the server answers it.
 //! - **No credentials on record.** The journal holds no header; a detail quoting an error body is
 //!   masked by load's rules and scrubbed of the request's own credential header values.
 
@@ -37,7 +43,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::cli::ProxySpec;
-use crate::journal::observed::{Observed, Via};
+use crate::journal::observed::{Observed, Via, PROXY_ANSWERED};
 use crate::journal::{ErrorKind, Event, Journal, Outcome, TimeoutPhase};
 use crate::load::outcome::{body_start, classify_response, Rejection};
 
@@ -55,6 +61,11 @@ const MAX_PATH: usize = 200;
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);
 /// When the server is gone for good, exchanges still in flight get this long to end on their own.
 const GRACE: Duration = Duration::from_secs(1);
+
+/// Session ids remembered with the process that issued them; the oldest are forgotten beyond this.
+const SESSIONS_KEPT: usize = 4096;
+/// The MCP streamable HTTP session header.
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// LISTEN, bound before the server starts, so a client never finds nothing there.
 pub struct Bound {
@@ -99,8 +110,16 @@ impl Drop for Proxy {
     }
 }
 
+/// The server process running now (its pid), None while none runs: a session id issued by
+/// another process is no longer the server's.
+pub type Current = crate::sample::PidSource;
+
 /// Starts serving on the bound LISTEN, journalling into `journal` (a note says both addresses).
-pub fn start(bound: Option<Bound>, journal: &Journal) -> anyhow::Result<Option<Proxy>> {
+pub fn start(
+    bound: Option<Bound>,
+    journal: &Journal,
+    current: Current,
+) -> anyhow::Result<Option<Proxy>> {
     let Some(Bound { listener, spec }) = bound else {
         return Ok(None);
     };
@@ -130,6 +149,7 @@ pub fn start(bound: Option<Bound>, journal: &Journal) -> anyhow::Result<Option<P
         journal.clone(),
         spec.upstream,
         spec.upstream_tls,
+        current,
     ));
     let thread = std::thread::Builder::new()
         .name("proxy".into())
@@ -161,10 +181,45 @@ struct Shared {
     groups: Groups,
     /// Set when witness stops the proxy: an exchange dropped then was interrupted, not cancelled.
     stopping: AtomicBool,
+    /// The server process running now.
+    current: Current,
+    /// MCP session ids and the process that issued each.
+    sessions: Mutex<Sessions>,
+}
+
+/// MCP session ids (`Mcp-Session-Id`) and the pid of the server process that issued each, bounded:
+/// the oldest are forgotten (a forgotten id passes to the server, which answers it itself).
+#[derive(Default)]
+struct Sessions {
+    by_id: std::collections::HashMap<String, u32>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl Sessions {
+    /// An answer of process `pid` carried session id `id`.
+    fn issued(&mut self, id: &str, pid: u32) {
+        if self.by_id.contains_key(id) {
+            return;
+        }
+        if self.order.len() >= SESSIONS_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.by_id.remove(&old);
+            }
+        }
+        self.by_id.insert(id.to_string(), pid);
+        self.order.push_back(id.to_string());
+    }
+
+    /// The pid that issued `id`, when it is not the process running now (`now`): the session
+    /// ended with that process.
+    fn gone(&self, id: &str, now: Option<u32>) -> Option<u32> {
+        let pid = *self.by_id.get(id)?;
+        (now != Some(pid)).then_some(pid)
+    }
 }
 
 impl Shared {
-    fn new(journal: Journal, upstream: SocketAddr, upstream_tls: bool) -> Self {
+    fn new(journal: Journal, upstream: SocketAddr, upstream_tls: bool, current: Current) -> Self {
         Self {
             journal,
             upstream,
@@ -177,6 +232,8 @@ impl Shared {
             },
             groups: Groups::default(),
             stopping: AtomicBool::new(false),
+            current,
+            sessions: Mutex::default(),
         }
     }
 }
@@ -331,7 +388,7 @@ async fn ready<'a>(
                         limit_s: CONNECT_LIMIT.as_secs_f64(),
                     },
                     format!(
-                        "the server at {} did not accept a connection within {} (its accept queue full?); witness's proxy answered 504",
+                        "the server at {} did not accept a connection within {} (its accept queue full?); {PROXY_ANSWERED} 504",
                         shared.upstream,
                         crate::journal::secs(CONNECT_LIMIT.as_secs_f64())
                     ),
@@ -352,7 +409,7 @@ async fn ready<'a>(
                         status: None,
                     },
                     format!(
-                        "connecting to the server at {} failed: {e}; witness's proxy answered 502",
+                        "connecting to the server at {} failed: {e}; {PROXY_ANSWERED} 502",
                         shared.upstream
                     ),
                 ));
@@ -370,7 +427,7 @@ async fn ready<'a>(
                             error: ErrorKind::Tls,
                             status: None,
                         },
-                        format!("{}; witness's proxy answered 502", e.refusal()),
+                        format!("{}; {PROXY_ANSWERED} 502", e.refusal()),
                     ))
                 }
             }
@@ -413,12 +470,17 @@ async fn ready<'a>(
 /// One request: forwarded, its answer passed back, its record made when the answer's last byte has
 /// gone (or the exchange failed).
 async fn exchange(
-    mut req: Request<Incoming>,
+    req: Request<Incoming>,
     worker: u32,
     up: &mut Option<Upstream>,
     shared: &Arc<Shared>,
 ) -> Response<Out> {
     let mut ex = Exchange::new(&req, worker, shared.clone());
+    let req = match session_gone(req, &mut ex, shared).await {
+        Ok(r) => r,
+        Err(said) => return said,
+    };
+    let mut req = req;
     let upgrade = req
         .headers()
         .contains_key(hyper::header::UPGRADE)
@@ -439,7 +501,7 @@ async fn exchange(
             Ok(s) => s,
             Err(NoConn::Refused) => {
                 let detail = format!(
-                    "the server was down (nothing listening on {}); witness's proxy answered 502",
+                    "the server was down (nothing listening on {}); {PROXY_ANSWERED} 502",
                     shared.upstream
                 );
                 ex.failed(
@@ -509,7 +571,7 @@ async fn exchange(
                             error: kind,
                             status: None,
                         },
-                        format!("the server closed the connection before answering: {text}; witness's proxy answered 502"),
+                        format!("the server closed the connection before answering: {text}; {PROXY_ANSWERED} 502"),
                     )
                 }
                 None => (
@@ -540,9 +602,93 @@ async fn exchange(
             });
         }
     }
+    if let Some(id) = resp
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
+        if let Some(pid) = (shared.current)() {
+            shared
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .issued(id, pid);
+        }
+    }
     ex.answered(&resp);
     let (parts, body) = resp.into_parts();
     Response::from_parts(parts, Out::Passed(Box::new(Tap { inner: body, ex })))
+}
+
+/// A request carrying the session id of a server process that has exited: answered 404 by the
+/// proxy (the MCP specification's answer for a session the server no longer has, on which a
+/// client initializes again), journalled as the restart's consequence. None: it goes on.
+async fn session_gone(
+    req: Request<Incoming>,
+    ex: &mut Exchange,
+    shared: &Arc<Shared>,
+) -> Result<Request<Incoming>, Response<Out>> {
+    let Some(id) = req
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(req);
+    };
+    let now = (shared.current)();
+    let gone = shared
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .gone(id, now);
+    let Some(pid) = gone else {
+        return Ok(req);
+    };
+    // The request's JSON-RPC body is read (a bounded copy) so the journal names the call the
+    // restart cost; the rest is drained unread.
+    if let Some(copy) = ex.rpc_request.clone() {
+        use http_body_util::BodyExt;
+        let mut body = req.into_body();
+        while let Some(Ok(f)) = body.frame().await {
+            if let Some(d) = f.data_ref() {
+                let mut c = copy.lock().unwrap_or_else(|p| p.into_inner());
+                if c.bytes.len() < RPC_COPY {
+                    c.take(d, RPC_COPY);
+                } else {
+                    c.cut = true;
+                }
+            }
+        }
+    }
+    let now_words = match now {
+        Some(n) => format!("the server runs now as pid {n}"),
+        None => "no server process runs now".to_string(),
+    };
+    // The request's body is not read: what it was is unknown (a POST's JSON-RPC method included).
+    ex.failed(
+        Outcome::Error {
+            error: ErrorKind::SessionGone,
+            status: None,
+        },
+        format!(
+            "the MCP session was issued by server pid {pid}, which has exited ({now_words}): the restart ended it; {} 404 so the client initializes again",
+            PROXY_ANSWERED
+        ),
+    );
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32600,
+            "message": format!("Session not found: the server process that held this session (pid {pid}) has exited and {now_words}; initialize a new session (witness proxy)"),
+        }
+    });
+    let mut r = said(StatusCode::NOT_FOUND, format!("{body}\n"));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    Err(r)
 }
 
 /// witness's own short answer (the server was down, or failed before answering).
@@ -1157,6 +1303,24 @@ mod tests {
         let odd = Method::from_bytes(b"FROB").unwrap();
         assert_eq!(g.group(path("/x".into()), &odd), "http OTHER (other_paths)");
         assert_eq!(g.0.lock().unwrap().len(), MAX_GROUPS);
+    }
+
+    #[test]
+    fn a_session_is_gone_only_once_the_process_that_issued_it_is_not_the_one_running() {
+        let mut s = Sessions::default();
+        s.issued("a", 7);
+        // The same id seen again in a later answer keeps its first process.
+        s.issued("a", 8);
+        assert_eq!(s.gone("a", Some(7)), None);
+        assert_eq!(s.gone("a", Some(8)), Some(7));
+        assert_eq!(s.gone("a", None), Some(7));
+        // An id witness never saw issued is the server's to answer.
+        assert_eq!(s.gone("never-issued", Some(8)), None);
+        for i in 0..SESSIONS_KEPT {
+            s.issued(&format!("s{i}"), 8);
+        }
+        assert_eq!(s.by_id.len(), SESSIONS_KEPT);
+        assert_eq!(s.gone("a", Some(9)), None, "the oldest is forgotten");
     }
 
     #[test]

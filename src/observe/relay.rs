@@ -35,7 +35,7 @@ use crate::journal::observed::{Observed, Via};
 use crate::journal::{ErrorKind, Event, Journal, Outcome};
 use crate::load::outcome::Rejection;
 use crate::server::logs::{LineSink, PassThrough, Patterns};
-use crate::server::process::StdioPipes;
+use crate::server::process::{ExitNotice, StdioPipes};
 
 /// A line longer than this passes through whole, but only its first [`OVERLONG_KEEP`] bytes are
 /// read (for the answer's id).
@@ -49,6 +49,12 @@ pub const MAX_PENDING: usize = 4096;
 const READ_BYTES: usize = 64 * 1024;
 /// How much of a text a detail keeps.
 const DETAIL: usize = 200;
+/// The longest `initialize` (or `notifications/initialized`) line kept for a replay after a restart.
+pub const MAX_HANDSHAKE: usize = 64 * 1024;
+/// The first revision without a session (no `initialize`): nothing to replay to a new process.
+const SESSIONLESS_SINCE: &str = "2026-07-28";
+/// The JSON-RPC error code witness answers a call with when its server died under it.
+pub const RESTART_ERROR_CODE: i64 = -32000;
 
 /// Which way a line went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,6 +274,59 @@ pub struct Counts {
     pub batches: u64,
 }
 
+/// What a replay writes: the `initialize` line, its id (as a key), the `notifications/initialized`
+/// line.
+pub type HandshakeLines = (Vec<u8>, String, Option<Vec<u8>>);
+
+/// The client's handshake, kept (bounded) to be replayed to a restarted server.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Handshake {
+    /// The client's last `initialize` request, whole, and its id as a key.
+    pub initialize: Option<(Vec<u8>, String)>,
+    /// The client's `notifications/initialized`, whole.
+    pub initialized: Option<Vec<u8>>,
+    /// What the server answered to it: the protocol version and the capabilities (as JSON text).
+    pub answer: Option<(Option<String>, Option<String>)>,
+}
+
+impl Handshake {
+    /// What to write to a new server process, and the id of its answer to swallow; None when
+    /// there is nothing to replay (no `initialize` seen, or a sessionless revision).
+    pub fn replay(&self) -> Option<HandshakeLines> {
+        let (line, id) = self.initialize.clone()?;
+        if let Some((Some(v), _)) = &self.answer {
+            if v.as_str() >= SESSIONLESS_SINCE {
+                return None;
+            }
+        }
+        Some((line, id, self.initialized.clone()))
+    }
+}
+
+/// What an answer to `initialize` says that a replay compares: its version and capabilities.
+fn handshake_answer(whole: &[u8]) -> Option<(Option<String>, Option<String>)> {
+    let v: Value = serde_json::from_slice(whole).ok()?;
+    let r = v.get("result")?;
+    Some((
+        r["protocolVersion"].as_str().map(String::from),
+        r.get("capabilities")
+            .map(|c| clip(&c.to_string(), MAX_HANDSHAKE)),
+    ))
+}
+
+/// What a restart took with the old process, for the client: the answers witness gives (each id's
+/// JSON text with its record) and what is lost besides.
+#[derive(Debug, Default, PartialEq)]
+pub struct Cut {
+    /// The ids (as JSON text) of the calls witness answers, with what the journal records of each.
+    pub answered: Vec<(String, Finished)>,
+    /// The requests the server had sent the client, by method, journalled as closed.
+    pub asks: Vec<Finished>,
+    pub ask_methods: Vec<String>,
+    /// The client's resource subscriptions the old process held.
+    pub subscriptions: u64,
+}
+
 /// The calls in flight, both ways, from the lines that passed. Pure: instants come in with the
 /// lines, records go out as [`Finished`].
 pub struct Tracker {
@@ -276,6 +335,9 @@ pub struct Tracker {
     progress_of: HashMap<String, String>,
     rejection: Rejection,
     pub counts: Counts,
+    pub handshake: Handshake,
+    /// `resources/subscribe` calls the client made, less `resources/unsubscribe` ones.
+    subscriptions: u64,
 }
 
 impl Default for Tracker {
@@ -292,6 +354,8 @@ impl Tracker {
             progress_of: HashMap::new(),
             rejection,
             counts: Counts::default(),
+            handshake: Handshake::default(),
+            subscriptions: 0,
         }
     }
 
@@ -374,6 +438,22 @@ impl Tracker {
             // A request: from the client, a call; from the server, a question for the client.
             (Some(method), Some(id)) => {
                 let tool_call = dir == Dir::FromClient && method == "tools/call";
+                if dir == Dir::FromClient {
+                    match method.as_str() {
+                        // Only a line that is this request alone can be replayed as it was.
+                        "initialize"
+                            if whole.first() == Some(&b'{') && whole.len() <= MAX_HANDSHAKE =>
+                        {
+                            self.handshake.initialize = Some((whole.to_vec(), key(&id)));
+                            self.handshake.answer = None;
+                        }
+                        "resources/subscribe" => self.subscriptions += 1,
+                        "resources/unsubscribe" => {
+                            self.subscriptions = self.subscriptions.saturating_sub(1)
+                        }
+                        _ => {}
+                    }
+                }
                 let group = Observed {
                     via: Via::Stdio,
                     to_client: dir == Dir::FromServer,
@@ -420,6 +500,13 @@ impl Tracker {
             // A notification.
             (Some(method), None) => {
                 self.counts.notifications[dir.index()] += 1;
+                if dir == Dir::FromClient
+                    && method == "notifications/initialized"
+                    && whole.first() == Some(&b'{')
+                    && whole.len() <= MAX_HANDSHAKE
+                {
+                    self.handshake.initialized = Some(whole.to_vec());
+                }
                 match method.as_str() {
                     "notifications/cancelled" => {
                         let Some(request) = params.request_id else {
@@ -479,6 +566,9 @@ impl Tracker {
                     return;
                 };
                 self.forget(&p);
+                if p.initialize && m.result.is_some() && whole.first() == Some(&b'{') {
+                    self.handshake.answer = handshake_answer(whole);
+                }
                 out.push(self.answered(p, m.result.is_some(), m.error, whole, len, at));
             }
             (None, None) => {
@@ -634,6 +724,47 @@ impl Tracker {
         }
     }
 
+    /// The server process `pid` is gone and a new one will take its place: every call written to it
+    /// and not answered is answered by witness now with `message` (what the client sees), the
+    /// server's questions to the client are closed, and what else is lost is said.
+    pub fn server_restarting(&mut self, pid: u32, at: Instant, message: &str) -> Cut {
+        let mut cut = Cut::default();
+        let mut ids: Vec<String> = self
+            .calls
+            .iter()
+            .filter(|(_, p)| p.pid == Some(pid))
+            .map(|(k, _)| k.clone())
+            .collect();
+        ids.sort();
+        for k in ids {
+            let p = self.calls.remove(&k).expect("listed above");
+            self.forget(&p);
+            let why = format!(
+                "the server's stdout closed with the call in flight (pid {pid}); witness answered the client at once: JSON-RPC error {RESTART_ERROR_CODE}: {}",
+                clip(message, DETAIL)
+            );
+            cut.answered.push((k, closed(p, at, why)));
+        }
+        let mut asks: Vec<Pending> = self.asks.drain().map(|(_, p)| p).collect();
+        asks.sort_by_key(|p| p.start);
+        for p in asks {
+            self.forget(&p);
+            cut.ask_methods.push(
+                p.group
+                    .strip_prefix("stdio <- ")
+                    .unwrap_or(&p.group)
+                    .to_string(),
+            );
+            cut.asks.push(closed(
+                p,
+                at,
+                format!("lost with the server (pid {pid}), which witness is restarting, before the client answered"),
+            ));
+        }
+        cut.subscriptions = std::mem::take(&mut self.subscriptions);
+        cut
+    }
+
     /// The relay ends: whatever is still in flight was never answered.
     pub fn finish(&mut self, at: Instant, out: &mut Vec<Finished>) {
         self.progress_of.clear();
@@ -740,7 +871,22 @@ struct Slot {
     client_eof: bool,
     /// The server is gone for good: nothing more will take the client's bytes.
     gone: bool,
+    /// A restarted server being given the client's handshake: the client's bytes wait until it
+    /// has answered the replayed `initialize`.
+    replaying: Option<ServerStdin>,
+    /// Servers attached so far.
+    attached: u64,
 }
+
+/// How long a reader that met its server's EOF waits for the supervisor's word on the exit (it
+/// comes once the process is reaped, milliseconds later); a process that closed its stdout and
+/// lives on is not waited for longer.
+const EXIT_WORD_WAIT: Duration = Duration::from_secs(1);
+/// How long a restarted server may take to answer the replayed `initialize` before the client's
+/// calls go to it anyway.
+const REPLAY_WAIT: Duration = Duration::from_secs(10);
+/// Exit notices kept for readers still to end.
+const MAX_NOTICES: usize = 64;
 
 struct Shared {
     journal: Journal,
@@ -757,6 +903,9 @@ struct Shared {
     /// Readers of a server's stdout still running.
     readers: Mutex<usize>,
     readers_done: Condvar,
+    /// The supervisor's word on each exit, until the pid's reader takes it.
+    exits: Mutex<HashMap<u32, ExitNotice>>,
+    exits_changed: Condvar,
 }
 
 /// The running relay. Started before the server, fed each spawn's pipes, stopped after the server
@@ -787,6 +936,8 @@ impl Relay {
             undelivered: AtomicU64::new(0),
             readers: Mutex::new(0),
             readers_done: Condvar::new(),
+            exits: Mutex::new(HashMap::new()),
+            exits_changed: Condvar::new(),
         });
         let s = shared.clone();
         std::thread::Builder::new()
@@ -809,20 +960,56 @@ impl Relay {
             return;
         };
         crate::server::logs::widen_pipe(std::os::fd::AsFd::as_fd(&stdout));
+        let mut replay = None;
         {
             let mut slot = self.shared.slot.lock().expect("relay slot");
+            slot.attached += 1;
             // After the client's EOF, a new server gets EOF at once, as the old one did.
-            slot.child = (!slot.client_eof).then(|| (pid, Arc::new(File::from(stdin))));
+            let stdin = (!slot.client_eof).then(|| (pid, Arc::new(File::from(stdin))));
+            // A restarted server is given the client's handshake first; the client's bytes wait.
+            let handshake = (slot.attached > 1)
+                .then(|| {
+                    self.shared
+                        .tracker
+                        .lock()
+                        .expect("relay tracker")
+                        .handshake
+                        .replay()
+                })
+                .flatten();
+            match (stdin, handshake) {
+                (Some(c), Some(h)) => {
+                    slot.replaying = Some(c.clone());
+                    replay = Some((c.1, h));
+                }
+                (c, _) => slot.child = c,
+            }
             self.shared.changed.notify_all();
         }
         *self.shared.readers.lock().expect("relay readers") += 1;
         let s = self.shared.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("relay-server-{pid}"))
-            .spawn(move || server_to_client(s, pid, File::from(stdout)));
+            .spawn(move || server_to_client(s, pid, File::from(stdout), replay));
         if spawned.is_err() {
             *self.shared.readers.lock().expect("relay readers") -= 1;
+            self.shared.release(pid);
         }
+    }
+
+    /// The supervisor's word on an exit: whether a restart follows decides what the client is told
+    /// of the calls the process took with it.
+    pub fn exited(&self, notice: ExitNotice) {
+        let mut exits = self.shared.exits.lock().expect("relay exits");
+        if exits.len() >= MAX_NOTICES {
+            // Readers that never ended (a grandchild holds the pipe): their word is stale.
+            let oldest = exits.keys().min().copied();
+            if let Some(k) = oldest {
+                exits.remove(&k);
+            }
+        }
+        exits.insert(notice.pid, notice);
+        self.shared.exits_changed.notify_all();
     }
 
     /// The server is gone for good: waits up to `linger` for the last server's stdout to be relayed
@@ -833,6 +1020,7 @@ impl Relay {
             let mut slot = self.shared.slot.lock().expect("relay slot");
             slot.gone = true;
             slot.child = None;
+            slot.replaying = None;
             self.shared.changed.notify_all();
         }
         let deadline = Instant::now() + linger;
@@ -865,6 +1053,110 @@ impl Relay {
 }
 
 impl Shared {
+    /// The restarted server `pid` has its handshake (or will never answer it): the client's bytes
+    /// go to it from now on.
+    fn release(&self, pid: u32) -> bool {
+        let mut slot = self.slot.lock().expect("relay slot");
+        if slot.replaying.as_ref().is_none_or(|(p, _)| *p != pid) {
+            return false;
+        }
+        let c = slot.replaying.take();
+        if !slot.client_eof && !slot.gone {
+            slot.child = c;
+        }
+        self.changed.notify_all();
+        true
+    }
+
+    /// The reader of `pid` met its EOF: with the supervisor's word (waited for briefly), either a
+    /// restart follows and witness answers the calls left in flight, or they are closed as the
+    /// client will see them close.
+    fn settle(&self, pid: u32, eof_at: Instant) {
+        let notice = {
+            let mut exits = self.exits.lock().expect("relay exits");
+            let deadline = Instant::now() + EXIT_WORD_WAIT;
+            loop {
+                if let Some(n) = exits.remove(&pid) {
+                    break Some(n);
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() || self.slot.lock().expect("relay slot").gone {
+                    break None;
+                }
+                exits = self
+                    .exits_changed
+                    .wait_timeout(exits, left.min(Duration::from_millis(100)))
+                    .expect("relay exits")
+                    .0;
+            }
+        };
+        let mut out = Vec::new();
+        let Some(n) = notice.filter(|n| n.restarting) else {
+            self.tracker
+                .lock()
+                .expect("relay tracker")
+                .server_closed(pid, eof_at, &mut out);
+            self.record(out);
+            return;
+        };
+        let message = restart_message(&n);
+        let mut o = self.stdout.lock().expect("relay stdout");
+        let at = Instant::now();
+        let cut = self
+            .tracker
+            .lock()
+            .expect("relay tracker")
+            .server_restarting(pid, at, &message);
+        let mut answers = Vec::new();
+        for (id, _) in &cut.answered {
+            // The id as the client wrote it (its JSON text), so `1` and `"1"` stay apart.
+            answers.extend_from_slice(
+                format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":{RESTART_ERROR_CODE},\"message\":{}}}}}",
+                    Value::String(message.clone())
+                )
+                .as_bytes(),
+            );
+            answers.push(b'\n');
+        }
+        if !answers.is_empty() && !self.client_gone.load(Ordering::Relaxed) {
+            let _ = o.write_all(&answers).and_then(|_| o.flush());
+        }
+        drop(o);
+        let calls = cut.answered.len();
+        out.extend(cut.answered.into_iter().map(|(_, f)| f));
+        out.extend(cut.asks);
+        self.record(out);
+        if calls > 0 {
+            self.journal.emit(Event::Note {
+                level: "notice".into(),
+                text: format!(
+                    "relay: witness answered {calls} call(s) in flight to pid {pid} with JSON-RPC error {RESTART_ERROR_CODE} \"{message}\" (what the client saw)"
+                ),
+            });
+        }
+        let mut lost = Vec::new();
+        if !cut.ask_methods.is_empty() {
+            lost.push(format!(
+                "{} request(s) the server had sent the client ({}), which the client's answer can no longer reach",
+                cut.ask_methods.len(),
+                cut.ask_methods.join(", ")
+            ));
+        }
+        if cut.subscriptions > 0 {
+            lost.push(format!(
+                "the client's {} resource subscription(s): the restarted server does not know them",
+                cut.subscriptions
+            ));
+        }
+        if !lost.is_empty() {
+            self.journal.emit(Event::Note {
+                level: "warn".into(),
+                text: format!("relay: lost with pid {pid}: {}", lost.join("; ")),
+            });
+        }
+    }
+
     fn record(&self, finished: Vec<Finished>) {
         let clock = self.journal.clock();
         for f in finished {
@@ -954,6 +1246,13 @@ fn client_to_server(s: Arc<Shared>, mut stdin: File) {
             // as it is.
             let spoke = s.tracker.lock().expect("relay tracker").counts.messages[0] > 0;
             s.input_closed.store(spoke, Ordering::SeqCst);
+            if spoke {
+                // When: how the run ended reads it (the client ended its session first).
+                s.journal.emit(Event::Note {
+                    level: "info".into(),
+                    text: CLIENT_CLOSED.into(),
+                });
+            }
             slot.child = None;
             s.changed.notify_all();
             return;
@@ -990,10 +1289,162 @@ fn client_to_server(s: Arc<Shared>, mut stdin: File) {
     }
 }
 
-fn server_to_client(s: Arc<Shared>, pid: u32, mut stdout: File) {
+/// What the client is told of a call its server took with it when witness restarts the server.
+pub fn restart_message(n: &ExitNotice) -> String {
+    // The meaning's first clause: "exited 124: a timeout or watchdog fired".
+    let short = n.meaning.split(" (").next().unwrap_or(&n.meaning);
+    let short = short.split("; ").next().unwrap_or(short);
+    format!(
+        "the server (pid {}) {short}, at age {:.2} s; witness is restarting it, so this call will get no answer",
+        n.pid, n.age_s
+    )
+}
+
+/// A restarted server being given the client's handshake: the bytes of its stdout until it has
+/// answered the replayed `initialize`, read by line so that answer alone is kept from the client.
+struct Replay {
+    stdin: Arc<File>,
+    id: String,
+    initialized: Option<Vec<u8>>,
+    sent: Instant,
+    held: Vec<u8>,
+}
+
+impl Replay {
+    /// Takes a chunk; returns what goes on to the client, and the answer when it came.
+    fn push(&mut self, chunk: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
+        self.held.extend_from_slice(chunk);
+        let mut on = Vec::new();
+        let mut rest = &self.held[..];
+        while let Some(i) = memchr::memchr(b'\n', rest) {
+            let line = &rest[..i];
+            rest = &rest[i + 1..];
+            let answer = serde_json::from_slice::<Msg>(trim(line))
+                .ok()
+                .is_some_and(|m| {
+                    m.method.is_none() && m.id.as_ref().is_some_and(|v| key(v) == self.id)
+                });
+            if answer {
+                let a = line.to_vec();
+                on.extend_from_slice(rest);
+                self.held.clear();
+                return (on, Some(a));
+            }
+            on.extend_from_slice(line);
+            on.push(b'\n');
+        }
+        let rest = rest.to_vec();
+        self.held = rest;
+        if self.held.len() > MAX_HANDSHAKE {
+            // A line this long is no answer to read here: it passes on.
+            on.append(&mut self.held);
+        }
+        (on, None)
+    }
+}
+
+/// The words of a replayed handshake's answer, against the first.
+fn replay_words(
+    pid: u32,
+    took: f64,
+    answer: &[u8],
+    first: Option<&(Option<String>, Option<String>)>,
+) -> (String, &'static str) {
+    let v: Value = serde_json::from_slice(trim(answer)).unwrap_or(Value::Null);
+    if let Some(e) = v.get("error") {
+        let e = RpcError {
+            code: e.get("code").cloned(),
+            message: e.get("message").cloned(),
+        };
+        return (
+            format!(
+                "relay: the restarted server (pid {pid}) refused the client's replayed initialize after {took:.3}s ({}); the client's calls go to it anyway",
+                rpc_words(&e)
+            ),
+            "warn",
+        );
+    }
+    let now = handshake_answer(trim(answer)).unwrap_or((None, None));
+    let mut said = vec![format!(
+        "protocol {}",
+        now.0.as_deref().unwrap_or("not said")
+    )];
+    let mut level = "notice";
+    if let Some((version, caps)) = first {
+        if version != &now.0 {
+            level = "warn";
+            said.push(format!(
+                "the client negotiated {} with the first server",
+                version.as_deref().unwrap_or("no version")
+            ));
+        }
+        if caps != &now.1 {
+            level = "warn";
+            said.push(format!(
+                "capabilities differ from the first answer: now {}, first {}",
+                clip(now.1.as_deref().unwrap_or("none"), DETAIL),
+                clip(caps.as_deref().unwrap_or("none"), DETAIL)
+            ));
+        } else {
+            said.push("capabilities as in the first answer".into());
+        }
+    }
+    (
+        format!(
+            "relay: replayed the client's initialize and notifications/initialized to the restarted server (pid {pid}); it answered in {took:.3}s, not forwarded to the client ({})",
+            said.join("; ")
+        ),
+        level,
+    )
+}
+
+fn server_to_client(
+    s: Arc<Shared>,
+    pid: u32,
+    mut stdout: File,
+    replay: Option<(Arc<File>, HandshakeLines)>,
+) {
     let mut buf = vec![0u8; READ_BYTES];
     let mut lines = LineReader::default();
     let mut out = Vec::new();
+    let first = s
+        .tracker
+        .lock()
+        .expect("relay tracker")
+        .handshake
+        .answer
+        .clone();
+    let mut replay = replay.and_then(|(stdin, (init, id, initialized))| {
+        let mut line = init;
+        line.push(b'\n');
+        if (&*stdin).write_all(&line).is_err() {
+            s.release(pid);
+            return None;
+        }
+        // A server that never answers does not keep the client waiting for ever.
+        let w = s.clone();
+        let _ = std::thread::Builder::new()
+            .name(format!("relay-replay-{pid}"))
+            .spawn(move || {
+                std::thread::sleep(REPLAY_WAIT);
+                if w.release(pid) {
+                    w.journal.emit(Event::Note {
+                        level: "warn".into(),
+                        text: format!(
+                            "relay: the restarted server (pid {pid}) did not answer the client's replayed initialize within {}s; the client's calls go to it anyway",
+                            REPLAY_WAIT.as_secs()
+                        ),
+                    });
+                }
+            });
+        Some(Replay {
+            stdin,
+            id,
+            initialized,
+            sent: Instant::now(),
+            held: Vec::new(),
+        })
+    });
     // What is not JSON-RPC on the server's stdout is its log, matched as any output is.
     let mut log = LineSink::new(
         crate::journal::Stream::Stdout,
@@ -1009,7 +1460,38 @@ fn server_to_client(s: Arc<Shared>, pid: u32, mut stdout: File) {
         if n == 0 {
             break;
         }
-        let chunk = &buf[..n];
+        let mut chunk = &buf[..n];
+        let passed;
+        if let Some(r) = &mut replay {
+            let (on, answer) = r.push(chunk);
+            passed = on;
+            chunk = &passed;
+            if let Some(a) = answer {
+                let took = at.saturating_duration_since(r.sent).as_secs_f64();
+                let delivered = match &r.initialized {
+                    Some(n) => {
+                        let mut line = n.clone();
+                        line.push(b'\n');
+                        (&*r.stdin).write_all(&line).is_ok()
+                    }
+                    None => true,
+                };
+                let (text, level) = replay_words(pid, took, &a, first.as_ref());
+                s.journal.emit(Event::Note {
+                    level: level.into(),
+                    text: if delivered {
+                        text
+                    } else {
+                        format!("{text}; notifications/initialized could not be delivered")
+                    },
+                });
+                replay = None;
+                s.release(pid);
+            }
+            if chunk.is_empty() {
+                continue;
+            }
+        }
         {
             let mut t = s.tracker.lock().expect("relay tracker");
             lines.push(chunk, |line| {
@@ -1031,6 +1513,8 @@ fn server_to_client(s: Arc<Shared>, pid: u32, mut stdout: File) {
         }
     }
     log.finish();
+    let eof_at = Instant::now();
+    drop(replay);
     {
         // The process is gone with its stdout: the client's next bytes wait for a new one rather
         // than go into a dead pipe.
@@ -1038,12 +1522,11 @@ fn server_to_client(s: Arc<Shared>, pid: u32, mut stdout: File) {
         if slot.child.as_ref().is_some_and(|(p, _)| *p == pid) {
             slot.child = None;
         }
+        if slot.replaying.as_ref().is_some_and(|(p, _)| *p == pid) {
+            slot.replaying = None;
+        }
     }
-    {
-        let mut t = s.tracker.lock().expect("relay tracker");
-        t.server_closed(pid, Instant::now(), &mut out);
-    }
-    s.record(out);
+    s.settle(pid, eof_at);
     let mut readers = s.readers.lock().expect("relay readers");
     *readers -= 1;
     s.readers_done.notify_all();
@@ -1072,13 +1555,19 @@ fn dup(fd: i32) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// The note the relay writes when an MCP client closes witness's stdin (EOF after JSON-RPC).
+pub const CLIENT_CLOSED: &str = "relay: the client closed its stdin (EOF): its session is over";
+
 /// What the relay says at the end: what it could not read, and how much.
 pub fn notes(c: &Counts, undelivered: u64) -> Vec<Event> {
     let mut notes = Vec::new();
     let mut said = Vec::new();
+    // Lines that are not JSON-RPC are news only where stdio carried MCP; else they are the log of
+    // a server that does not speak it (an HTTP server behind --proxy), matched as its log anyway.
+    let carried_mcp = c.messages[0] + c.messages[1] > 0;
     for dir in [Dir::FromClient, Dir::FromServer] {
         let d = dir.index();
-        if c.not_jsonrpc_lines[d] > 0 {
+        if c.not_jsonrpc_lines[d] > 0 && carried_mcp {
             let mut s = format!(
                 "{} line(s) {} were not JSON-RPC ({} bytes), passed through unread",
                 c.not_jsonrpc_lines[d],
@@ -1242,6 +1731,106 @@ mod tests {
             1,
             "the call to pid 11 is still in flight until the end"
         );
+    }
+
+    #[test]
+    fn on_a_restart_only_the_dead_servers_calls_are_answered_with_their_own_ids() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":\"7\",\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"resources/subscribe\",\"params\":{\"uri\":\"x\"}}\n", t0, 10);
+        feed(&mut t, Dir::FromClient, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}\n", t0, 11);
+        feed(&mut t, Dir::FromServer, "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n{\"jsonrpc\":\"2.0\",\"id\":50,\"method\":\"roots/list\"}\n", t0, 10);
+        let cut = t.server_restarting(10, t0 + Duration::from_secs(6), "the server exited 124");
+        let ids: Vec<&str> = cut.answered.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["\"7\""],
+            "the string id 7, not the number 7 (answered) nor pid 11's 8"
+        );
+        let (_, outcome, d, detail) = exchange(&cut.answered[0].1);
+        assert_eq!(outcome.describe(), "error: connection closed");
+        assert_eq!(d, Duration::from_secs(6));
+        assert!(detail.unwrap().contains(
+            "witness answered the client at once: JSON-RPC error -32000: the server exited 124"
+        ));
+        assert_eq!(cut.ask_methods, ["roots/list"]);
+        assert_eq!(cut.subscriptions, 1);
+        let mut rest = Vec::new();
+        t.finish(t0, &mut rest);
+        assert_eq!(rest.len(), 1, "pid 11's call is still in flight");
+    }
+
+    #[test]
+    fn the_handshake_is_kept_for_a_replay_unless_the_revision_is_sessionless() {
+        let t0 = Instant::now();
+        let mut t = Tracker::default();
+        assert_eq!(t.handshake.replay(), None);
+        let init = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"}}";
+        let done = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+        feed(&mut t, Dir::FromClient, &format!("{init}\n{done}\n"), t0, 1);
+        feed(&mut t, Dir::FromServer, "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{\"tools\":{}}}}\n", t0, 1);
+        let (line, id, initialized) = t.handshake.replay().unwrap();
+        assert_eq!(line, init.as_bytes());
+        assert_eq!(id, "0");
+        assert_eq!(initialized.unwrap(), done.as_bytes());
+        let first = t.handshake.answer.clone().unwrap();
+        assert_eq!(first.0.as_deref(), Some("2025-11-25"));
+        // A sessionless revision has nothing to replay.
+        let mut s = Tracker::default();
+        feed(&mut s, Dir::FromClient, &format!("{init}\n"), t0, 1);
+        feed(
+            &mut s,
+            Dir::FromServer,
+            "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"2026-07-28\"}}\n",
+            t0,
+            1,
+        );
+        assert_eq!(s.handshake.replay(), None);
+        // The replayed answer's words: the same, or what differs.
+        let same = replay_words(9, 0.1, br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}}}}"#, Some(&first));
+        assert!(
+            same.0.contains("capabilities as in the first answer"),
+            "{same:?}"
+        );
+        let other = replay_words(9, 0.1, br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{}}}"#, Some(&first));
+        assert_eq!(other.1, "warn");
+        assert!(other.0.contains("protocol 2025-06-18; the client negotiated 2025-11-25 with the first server; capabilities differ"), "{other:?}");
+    }
+
+    #[test]
+    fn a_replay_keeps_only_the_answer_to_the_replayed_initialize_from_the_client() {
+        let (w, _r) = std::io::pipe().map(|(r, w)| (w, r)).unwrap();
+        let mut r = Replay {
+            stdin: Arc::new(File::from(std::os::fd::OwnedFd::from(w))),
+            id: "0".into(),
+            initialized: None,
+            sent: Instant::now(),
+            held: Vec::new(),
+        };
+        let (on, answer) = r.push(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n{\"jsonrpc\":\"2.0\",\"id\":0,\"res");
+        assert_eq!(
+            on,
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n"
+        );
+        assert!(answer.is_none());
+        let (on, answer) =
+            r.push(b"ult\":{}}\n{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\npartial");
+        assert_eq!(
+            answer.unwrap(),
+            b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}"
+        );
+        assert_eq!(on, b"{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\npartial");
+    }
+
+    #[test]
+    fn the_clients_error_says_what_ended_the_server_and_that_it_restarts() {
+        let m = restart_message(&ExitNotice {
+            pid: 42,
+            meaning: "exited 124: a timeout or watchdog fired (coreutils `timeout` and many watchdogs use 124)".into(),
+            age_s: 6.012,
+            restarting: true,
+        });
+        assert_eq!(m, "the server (pid 42) exited 124: a timeout or watchdog fired, at age 6.01 s; witness is restarting it, so this call will get no answer");
     }
 
     #[test]

@@ -369,6 +369,9 @@ fn observed_block(t: &Terminal, w: &crate::analyze::observed::ObservedAnalysis) 
             if c.interrupted > 0 {
                 apart.push_str(&format!(" interrupted={}", c.interrupted));
             }
+            if c.session_gone > 0 {
+                apart.push_str(&format!(" session_gone={}", c.session_gone));
+            }
             let line = format!(
                 "  {:<width$} {:>6} {:>6} {:>6} {:>8} {:>9}  {:>8} {:>8} {:>8}  {}{apart}",
                 r.label,

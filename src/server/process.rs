@@ -66,7 +66,23 @@ pub struct ProcessConfig {
     /// after JSON-RPC): an exit after it ends the session, and nothing is restarted into a closed
     /// pipe.
     pub input_closed: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Told of each exit of a child whose stdio is relayed, once the restart policy has decided
+    /// (wrap's relay answers the calls left in flight when a restart follows).
+    pub on_exit: Option<ExitHook>,
 }
+
+/// What the owner of the pipes hears of an exit: who, why, at what age, and whether a restart
+/// follows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExitNotice {
+    pub pid: u32,
+    pub meaning: String,
+    pub age_s: f64,
+    pub restarting: bool,
+}
+
+/// Called on the supervisor's task: it must not block.
+pub type ExitHook = Arc<dyn Fn(ExitNotice) + Send + Sync>;
 
 /// One spawn's protocol pipes (MCP over stdio); a restart sends new ones.
 #[derive(Debug)]
@@ -519,6 +535,14 @@ async fn supervise(
             },
         );
         if let Some((d, serves)) = daemon {
+            if let Some(hook) = &cfg.on_exit {
+                hook(ExitNotice {
+                    pid: run.pid,
+                    meaning: info.meaning(),
+                    age_s: age.as_secs_f64(),
+                    restarting: false,
+                });
+            }
             let command = tree::command_of(d.pid);
             let what = daemon_what(serves);
             guard
@@ -581,11 +605,20 @@ async fn supervise(
                 ),
             });
         }
+        let gives_up = cfg.max_restarts.is_some_and(|m| attempt >= m);
+        if let Some(hook) = &cfg.on_exit {
+            hook(ExitNotice {
+                pid: run.pid,
+                meaning: info.meaning(),
+                age_s: age.as_secs_f64(),
+                restarting: restart && !input_closed && !gives_up,
+            });
+        }
         if !restart || input_closed {
             state.send_replace(State::Finished { status });
             return Ok(status);
         }
-        if cfg.max_restarts.is_some_and(|m| attempt >= m) {
+        if gives_up {
             journal.emit(Event::Note {
                 level: "warn".into(),
                 text: format!(
