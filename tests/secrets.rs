@@ -6,7 +6,7 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -233,9 +233,21 @@ fn the_default_journal_goes_to_a_per_user_state_folder_never_tmp() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let folder = state.join("witness");
     assert_eq!(mode(&folder), 0o700);
-    let made: Vec<_> = std::fs::read_dir(&folder).unwrap().flatten().collect();
-    assert_eq!(made.len(), 1);
-    let path = made[0].path();
+    // One journal, beside the index of runs `witness report` reads (runs.tsv).
+    let journals = |folder: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(folder)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect()
+    };
+    let made = journals(&folder);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let path = made[0].clone();
+    assert!(std::fs::read_to_string(folder.join("runs.tsv"))
+        .unwrap()
+        .contains(&path.display().to_string()));
     assert!(
         stderr.contains(&format!("journal: {}", path.display())),
         "{stderr}"
@@ -251,10 +263,5 @@ fn the_default_journal_goes_to_a_per_user_state_folder_never_tmp() {
         Duration::from_secs(30),
     );
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(
-        std::fs::read_dir(home.join(".local/state/witness"))
-            .unwrap()
-            .count(),
-        1
-    );
+    assert_eq!(journals(&home.join(".local/state/witness")).len(), 1);
 }
