@@ -76,6 +76,8 @@ pub struct Acc {
     refused: BTreeMap<Option<u16>, Summary>,
     first_start: Option<f64>,
     last_end: f64,
+    /// When the first and the last ok request ended: the pace they were served at.
+    ok_ends: Option<(f64, f64)>,
 }
 
 impl Acc {
@@ -105,6 +107,12 @@ impl Acc {
     ) {
         self.first_start = Some(self.first_start.map_or(start_s, |s| s.min(start_s)));
         self.last_end = self.last_end.max(end_s);
+        if matches!(outcome, Outcome::Ok) {
+            self.ok_ends = Some(
+                self.ok_ends
+                    .map_or((end_s, end_s), |(a, b)| (a.min(end_s), b.max(end_s))),
+            );
+        }
         match outcome {
             Outcome::Ok => match connect_s.filter(|c| *c >= SLOW_CONNECT_S) {
                 Some(c) => {
@@ -135,10 +143,16 @@ impl Acc {
         self.refused.values().map(Summary::count).sum()
     }
 
-    /// Ok requests per second over the span the group's requests covered.
+    /// Ok requests per second: the pace between the first and the last ok answer (n − 1 gaps), so
+    /// a limit that lets the first request through at once reads as its own rate, not one more;
+    /// with fewer than three ok answers, over the span the group's requests covered.
     pub fn served_rate(&self) -> Option<f64> {
+        let n = self.served();
+        if let Some((a, b)) = self.ok_ends.filter(|(a, b)| n >= 3 && b > a) {
+            return Some((n - 1) as f64 / (b - a));
+        }
         let span = self.last_end - self.first_start?;
-        (span > 0.0 && self.served() > 0).then(|| self.served() as f64 / span)
+        (span > 0.0 && n > 0).then(|| n as f64 / span)
     }
 
     /// Every refusal's duration together (how long refusing took: kept, never latency).
