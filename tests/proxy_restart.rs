@@ -120,7 +120,7 @@ fn an_sdk_client_s_old_session_gets_404_after_a_restart_and_its_new_session_work
         listen,
         up,
         &["--restart", "always"],
-        &server(&["--watchdog", "4", &marker.display().to_string()]),
+        &server(&["--watchdog", "1", &marker.display().to_string()]),
     );
     let journal = dir.join("j.jsonl");
     wait_listening(listen);

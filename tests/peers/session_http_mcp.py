@@ -4,8 +4,10 @@ uvicorn through `run("streamable-http")`), with sessions (each `initialize` answ
 
 usage: session_http_mcp.py PORT [--watchdog SECS MARKER]
 
-  --watchdog SECS MARKER  if the file MARKER does not exist: create it, and after SECS seconds end
-                          the process with os._exit(124), as a watchdog does. A process started
+  --watchdog SECS MARKER  if the file MARKER does not exist: create it, and SECS seconds after the
+                          first `echo` was answered end the process with os._exit(124), as a
+                          watchdog does (armed by a call, not by the start: a client slow to start
+                          on a busy machine still gets its first call answered). A process started
                           when MARKER exists (a restart) has no watchdog.
 
 Tools: `echo` (answers its text), `sleep` (ms).
@@ -19,11 +21,14 @@ import time
 from mcp.server.mcpserver import MCPServer
 
 app = MCPServer("witness-session-http")
+# Set once the first `echo` is answered: the watchdog's timer starts then.
+called = threading.Event()
 
 
 @app.tool()
 async def echo(text: str = "") -> str:
     """Answers its text."""
+    called.set()
     return f"echo {text}"
 
 
@@ -44,6 +49,7 @@ def main() -> None:
             open(marker, "w").close()
 
             def fire():
+                called.wait()
                 time.sleep(secs)
                 os._exit(124)
 
