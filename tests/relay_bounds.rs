@@ -199,14 +199,20 @@ fn a_client_with_tiny_non_blocking_pipes_gets_every_byte_in_order_both_ways() {
     let mut to_witness = std::fs::File::from(in_w);
     let writer = std::thread::spawn(move || {
         let data: Vec<u8> = (0..SENT).map(|i| (i % 251) as u8).collect();
-        for piece in data.chunks(3000) {
-            to_witness.write_all(piece).unwrap();
+        for (i, piece) in data.chunks(3000).enumerate() {
+            if let Err(e) = to_witness.write_all(piece) {
+                return Err(format!(
+                    "witness stopped reading its stdin after {} bytes: {e}",
+                    i * 3000
+                ));
+            }
         }
-        hex(Sha256::digest(&data))
+        Ok(hex(Sha256::digest(&data)))
     });
     let mut from_witness = std::fs::File::from(out_r);
     let (got, in_order) = read_checked(&mut from_witness, TOTAL, 4096, 8);
     let sent_sha = writer.join().unwrap();
+    let sent_sha = sent_sha.unwrap_or_else(|e| panic!("{e}"));
     let mut rest = Vec::new();
     from_witness.read_to_end(&mut rest).unwrap();
     let out = finish(child);
