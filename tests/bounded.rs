@@ -1011,9 +1011,12 @@ fn a_helper_per_request_leaves_the_context_the_same_size_for_ten_times_the_reque
         .unwrap_or_else(|| panic!("a summary for 'sleep 0.1': {helpers:?}"));
     assert!(helpers.len() <= 3, "{helpers:?}");
     let count = sleep["count"].as_u64().unwrap();
+    // Each of the 640 helpers lives 100 ms or more and the tree looks every 100 ms: each is seen
+    // and counted once, never twice; a look that comes late on a busy machine misses a few (606 and
+    // 622 of 640 were counted here with a build running beside), never a large share.
     assert!(
-        (320..=640).contains(&count),
-        "{count} helpers counted for 640 requests"
+        (544..=640).contains(&count),
+        "{count} helpers counted for 640 requests: {helpers:?}"
     );
     let lived = sleep["lived_median_s"].as_f64().unwrap();
     assert!((0.05..1.0).contains(&lived), "median lifetime {lived}");

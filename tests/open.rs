@@ -179,6 +179,25 @@ fn witness_falling_behind_is_said_with_its_figures_when_the_in_flight_cap_is_too
     assert!(stderr(&out).contains("witness fell behind"));
     // Every answer was ok: the level fails on witness's lateness, never on the server's.
     assert_eq!(level["counts"]["ok"].as_u64(), Some(sent));
+    // The level's percentiles count from each intended send, late sends' wait included: far above
+    // the requests' own durations, and what the journal's requests say counted that way.
+    let reqs = requests(&low.join("j.jsonl"));
+    let mut durations: Vec<f64> = reqs.iter().map(|r| r.duration).collect();
+    durations.sort_by(f64::total_cmp);
+    let own_p50 = durations[durations.len() / 2];
+    let mut from_due: Vec<f64> = reqs.iter().map(Req::latency).collect();
+    from_due.sort_by(f64::total_cmp);
+    let journal_p50 = from_due[from_due.len() / 2];
+    let p50 = level["latency"]["p50"].as_f64().unwrap();
+    let p99 = level["latency"]["p99"].as_f64().unwrap();
+    assert!(
+        p50 > 3.0 * own_p50 && p99 > 0.5,
+        "p50 {p50}, p99 {p99}: the report counted from the sends (their own p50: {own_p50})"
+    );
+    assert!(
+        (p50 - journal_p50).abs() <= 0.1 * journal_p50 + 0.02,
+        "the report's p50 {p50}, the journal's from the intended sends {journal_p50}"
+    );
 
     // With room to send on schedule, the same server and rate: witness kept up (a busy machine
     // may make a few sends late, never most).
@@ -413,4 +432,55 @@ fn a_search_that_meets_a_restart_ends_saying_so() {
     let lv = report["levels"].as_array().unwrap();
     assert_eq!(lv.last().unwrap()["restarted"], true, "{lv:#?}");
     assert!(lv[..lv.len() - 1].iter().all(|l| l["verdict"] == "pass"));
+}
+
+/// What tests/peers/count_server.py counted: (connections accepted, those that carried a request).
+fn server_counts(file: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let get = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (get("accepted "), get("used "))
+}
+
+#[test]
+fn an_open_loop_level_sends_on_kept_connections_as_the_server_counts_them() {
+    if !have("python3", "python3 -c 'import http.server'") {
+        return;
+    }
+    let dir = tempdir("open-reuse");
+    let port = free_port();
+    let counts = dir.join("counts.txt");
+    let journal = dir.join("j.jsonl");
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["load", "--url", &format!("http://127.0.0.1:{port}/")])
+            .args(["--rates", "50/s", "--duration", "3s", "--settle", "200ms"])
+            .arg("--journal")
+            .arg(&journal)
+            .args(["--", "python3"])
+            .arg(repo().join("tests/peers/count_server.py"))
+            .arg(port.to_string())
+            .arg(&counts),
+        Duration::from_secs(60),
+    );
+    // (Not the exit code alone: a machine busy enough to make witness late fails the level.)
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    let sent = requests(&journal)
+        .iter()
+        .filter(|r| r.scheduled && r.ok)
+        .count() as u64;
+    let (accepted, used) = server_counts(&counts);
+    eprintln!("{sent} requests on {used} connections ({accepted} accepted)");
+    assert!(sent >= 140, "{sent} ok requests of 150");
+    // A connection goes back to the level's idle ones after its answer: a handful carry requests
+    // (the sends that overlapped, the health checks'), never one per request. (The connect floor's
+    // probes and the readiness wait connect and send nothing: accepted, not used.)
+    assert!(
+        used <= 12,
+        "the server was sent requests on {used} connections for {sent} requests"
+    );
 }

@@ -854,3 +854,70 @@ fn a_stream_the_server_resets_is_an_error_of_its_own_kind_with_the_server_s_reas
         );
     }
 }
+
+/// What tests/peers/count_server.py counted: the most requests it had in flight at once.
+fn most_at_once_at_the_server(file: &Path) -> u64 {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("most_at_once "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn http2_streams_are_in_flight_at_once_where_the_server_sees_them() {
+    // Overlap measured at the server, not from witness's own start times (taken before each send,
+    // so streams sent one at a time would still look concurrent there): nginx takes the level's
+    // streams over one h2c connection and hands each to a Python upstream that holds it 300 ms
+    // and counts how many it holds at once.
+    let Some(nginx) = nginx() else { return };
+    if !have("python3", "python3 -c 'import http.server'") {
+        return;
+    }
+    let dir = tempdir("h2-at-the-server");
+    let (front, up) = (free_port(), free_port());
+    let counts = dir.join("counts.txt");
+    let _upstream = Bg::start(
+        Command::new("python3")
+            .arg(repo().join("tests/peers/count_server.py"))
+            .arg(up.to_string())
+            .arg(&counts)
+            .arg("0.3"),
+    );
+    let d = dir.display();
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\npid {d}/h2c.pid;\nerror_log stderr warn;\nevents {{ worker_connections 512; }}\n\
+         http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+         server {{ listen 127.0.0.1:{front} http2; location / {{ proxy_pass http://127.0.0.1:{up}; }} }} }}\n"
+    );
+    std::fs::write(dir.join("h2c.conf"), conf).unwrap();
+    let _nginx = Bg::start(
+        Command::new(nginx)
+            .args(["-e", "stderr", "-c"])
+            .arg(dir.join("h2c.conf")),
+    );
+    wait_listening(front);
+    wait_listening(up);
+    let (out, journal, report) = load(
+        &dir,
+        "h2c",
+        &format!("http://127.0.0.1:{front}/"),
+        &["--http2", "--levels", "8", "--rounds", "2"],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let r = json(&report);
+    assert_eq!(r["levels"][0]["counts"]["ok"], 16, "{:#}", r["levels"][0]);
+    assert_eq!(r["levels"][0]["phases"]["new_connections"], 1, "{err}");
+    let requests = journal_lines(&journal)
+        .iter()
+        .filter(|l| l["kind"] == "request")
+        .count();
+    assert_eq!(requests, 16);
+    let most = most_at_once_at_the_server(&counts);
+    assert!(
+        most >= 4,
+        "the server never held more than {most} of a level of 8's streams at once"
+    );
+}

@@ -1120,7 +1120,7 @@ impl Shared {
             answers.push(b'\n');
         }
         if !answers.is_empty() && !self.client_gone.load(Ordering::Relaxed) {
-            let _ = o.write_all(&answers).and_then(|_| o.flush());
+            let _ = write_all_waiting(&mut o, &answers).and_then(|_| o.flush());
         }
         drop(o);
         let calls = cut.answered.len();
@@ -1502,7 +1502,7 @@ fn server_to_client(
         s.record(std::mem::take(&mut out));
         if !s.client_gone.load(Ordering::Relaxed) {
             let mut o = s.stdout.lock().expect("relay stdout");
-            if o.write_all(chunk).is_err() {
+            if write_all_waiting(&mut o, chunk).is_err() {
                 // The client stopped reading for good: drain on, so the server is never blocked.
                 s.client_gone.store(true, Ordering::Relaxed);
                 s.journal.emit(Event::Note {
@@ -1532,15 +1532,45 @@ fn server_to_client(
     s.readers_done.notify_all();
 }
 
-/// One read of a pipe; 0 at its end (or on an error, which ends a pipe the same way).
+/// One read of a pipe; 0 at its end (or on an error, which ends a pipe the same way). A client's
+/// descriptor may be non-blocking (O_NONBLOCK set on a pipe or terminal it shares with another
+/// process): nothing to read yet is waited for, never taken for the end.
 fn read_some(f: &mut File, buf: &mut [u8]) -> usize {
     loop {
         match f.read(buf) {
             Ok(n) => return n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_ready(f, libc::POLLIN),
             Err(_) => return 0,
         }
     }
+}
+
+/// Writes all of `buf` to witness's stdout: a short write goes on from where it stopped, and a
+/// full non-blocking descriptor is waited on (back-pressure), never taken for a client gone.
+fn write_all_waiting(f: &mut File, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match f.write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_ready(f, libc::POLLOUT),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Waits (a second at most, then the caller tries again) for a descriptor to be ready.
+fn wait_ready(f: &File, events: libc::c_short) {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: f.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the length given.
+    unsafe { libc::poll(&mut p, 1, 1000) };
 }
 
 fn dup(fd: i32) -> std::io::Result<File> {

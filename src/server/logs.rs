@@ -1187,6 +1187,16 @@ mod tests {
         // A timeout in a field's name or value labels nothing.
         let config = r#"{"level":"info","msg":"listening","read_timeout":"30s","addr":":8080"}"#;
         assert_eq!(read(&builtin, config), None);
+        // A field named `timeout` is a whole word the timeout pattern matches in the raw line:
+        // only reading the message, never the line, keeps it from labelling this one.
+        let named = r#"{"level":"info","msg":"listening","timeout":30,"retry":"timeouts"}"#;
+        assert!(Patterns::new(&[])
+            .unwrap()
+            .label_bytes(named.as_bytes())
+            .is_some());
+        assert_eq!(read(&builtin, named), None);
+        let logfmt_named = r#"level=info msg="listening" timeout=30s"#;
+        assert_eq!(read(&builtin, logfmt_named), None);
         let logfmt = r#"level=error msg="upstream request timed out" duration=2.001s status=504"#;
         assert_eq!(
             read(&builtin, logfmt),
