@@ -41,6 +41,8 @@ fn doc_files() -> Vec<PathBuf> {
 struct Doc {
     at: String,
     args: Vec<String>,
+    /// `< FILE`: the command's stdin (a client's messages for `wrap`).
+    stdin: Option<String>,
     shown: Vec<String>,
 }
 
@@ -74,7 +76,11 @@ fn words(line: &str) -> Vec<String> {
     let all = shlex::split(&line[..cut]).unwrap_or_else(|| panic!("unbalanced quotes: {line}"));
     all.into_iter()
         .take_while(|w| {
-            !(w.starts_with('>') || w.starts_with('|') || w.starts_with("2>") || w == "&&")
+            !(w.starts_with('>')
+                || w.starts_with('<')
+                || w.starts_with('|')
+                || w.starts_with("2>")
+                || w == "&&")
         })
         .collect()
 }
@@ -145,6 +151,10 @@ fn blocks(file: &Path) -> Vec<Block> {
                     commands.push(Doc {
                         at: format!("{name}:{n}"),
                         args: words(c.trim_start()),
+                        stdin: c
+                            .split_once(" < ")
+                            .and_then(|(_, f)| f.split_whitespace().next())
+                            .map(str::to_string),
                         shown: Vec::new(),
                     });
                     in_output = prompt;
@@ -323,7 +333,10 @@ fn the_documented_commands_run_and_print_what_the_docs_show() {
                 .current_dir(&scratch)
                 .env("PATH", &path)
                 .env("XDG_STATE_HOME", scratch.join("state"))
-                .stdin(Stdio::null())
+                .stdin(match &d.stdin {
+                    Some(f) => Stdio::from(std::fs::File::open(scratch.join(f)).unwrap()),
+                    None => Stdio::null(),
+                })
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -573,7 +586,9 @@ fn completions_and_the_man_page_come_from_the_same_definitions() {
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
-            out.status.success() && text.contains("Load shape"),
+            out.status.success()
+                && text.contains("LOAD SHAPE")
+                && text.contains("--max-connect-floor"),
             "man -l could not read witness man load: {text}"
         );
     }
@@ -635,7 +650,10 @@ fn the_readme_is_a_front_door_and_figures_come_from_the_script() {
     }
     assert!(marked >= 1, "no figures markers in the docs");
     let script = std::fs::read_to_string(repo().join("scripts/figures.sh")).unwrap();
-    assert!(script.contains("figures:binary-size"));
+    assert!(
+        script.contains("write binary-size"),
+        "scripts/figures.sh no longer writes the binary's size"
+    );
     // The toolchain the README asks for is the one Cargo.toml requires.
     let cargo = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
     let rv = cargo
