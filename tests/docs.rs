@@ -161,10 +161,8 @@ fn blocks(file: &Path) -> Vec<Block> {
                 }
                 Some(_) if prompt => in_output = false,
                 Some(_) => {}
-                None if in_output => {
-                    if !l.trim().is_empty() {
-                        commands.last_mut().unwrap().shown.push(l.clone());
-                    }
+                None if in_output && !l.trim().is_empty() => {
+                    commands.last_mut().unwrap().shown.push(l.clone());
                 }
                 None => {}
             }
