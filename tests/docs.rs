@@ -7,7 +7,8 @@
 //! How a block is run:
 //! - `<!-- run with: toy_server --port 8080 -->` just before a block starts that server first (from
 //!   the build's own binaries) and stops it after the block;
-//! - port 8080 in a command (and in that server line) becomes a free port;
+//! - ports 8080 and 8000 in a command (and in that server line) become a free port; the commands
+//!   and the server run in a scratch folder holding `examples/` and an `index.html`;
 //! - a `load` without `--duration`/`--rounds` runs each level for 300ms, a `load` without `--settle`
 //!   settles 100ms, a `soak` without `--duration` runs 3s: the documented defaults are kept in
 //!   shape, bounded in time;
@@ -303,6 +304,7 @@ fn the_documented_commands_run_and_print_what_the_docs_show() {
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(scratch.join("state")).unwrap();
     std::os::unix::fs::symlink(repo().join("examples"), scratch.join("examples")).unwrap();
+    std::fs::write(scratch.join("index.html"), "<p>hello from a file</p>\n").unwrap();
     let mut ran = 0;
     let mut failures = Vec::new();
     for b in all_blocks() {
@@ -311,9 +313,16 @@ fn the_documented_commands_run_and_print_what_the_docs_show() {
         }
         let port = free_port().to_string();
         let mut server = b.server.as_ref().map(|line| {
-            let w = words(&line.replace("8080", &port));
-            let child = Command::new(bin_dir.join(&w[0]))
+            let w = words(&line.replace("8080", &port).replace("8000", &port));
+            // The build's own example servers, else a program on PATH (python3 -m http.server),
+            // run in the scratch folder, which holds an index.html to serve.
+            let program = match bin_dir.join(&w[0]) {
+                p if p.exists() => p,
+                _ => PathBuf::from(&w[0]),
+            };
+            let child = Command::new(program)
                 .args(&w[1..])
+                .current_dir(&scratch)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -324,7 +333,7 @@ fn the_documented_commands_run_and_print_what_the_docs_show() {
         for d in &b.commands {
             let args: Vec<String> = bounded(&d.args)
                 .iter()
-                .map(|a| a.replace("8080", &port))
+                .map(|a| a.replace("8080", &port).replace("8000", &port))
                 .collect();
             let child = Command::new(&witness)
                 .args(&args[1..])
