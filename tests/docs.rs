@@ -287,8 +287,31 @@ fn wait_listening(port: u16) {
     }
 }
 
-#[test]
-fn the_documented_commands_run_and_print_what_the_docs_show() {
+/// A scratch folder for one doc file's commands: `examples/`, an `index.html` to serve, and a state
+/// folder (witness's journals), seeded from `seed`'s when given.
+fn scratch(tag: &str, seed: Option<&Path>) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("witness-docs-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(repo().join("examples"), dir.join("examples")).unwrap();
+    std::fs::write(dir.join("index.html"), "<p>hello from a file</p>\n").unwrap();
+    match seed {
+        Some(from) => {
+            let ok = Command::new("cp")
+                .arg("-r")
+                .arg(from.join("state"))
+                .arg(dir.join("state"))
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        }
+        None => std::fs::create_dir_all(dir.join("state")).unwrap(),
+    }
+    dir
+}
+
+/// Runs one file's blocks in order in `dir`; returns how many commands ran and what failed.
+fn run_blocks(blocks: &[Block], dir: &Path) -> (usize, Vec<String>) {
     let witness = PathBuf::from(env!("CARGO_BIN_EXE_witness"));
     // The example servers are built beside witness (toy_server is named so the build has it).
     let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_toy_server"))
@@ -300,14 +323,9 @@ fn the_documented_commands_run_and_print_what_the_docs_show() {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let scratch = std::env::temp_dir().join(format!("witness-docs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(scratch.join("state")).unwrap();
-    std::os::unix::fs::symlink(repo().join("examples"), scratch.join("examples")).unwrap();
-    std::fs::write(scratch.join("index.html"), "<p>hello from a file</p>\n").unwrap();
     let mut ran = 0;
     let mut failures = Vec::new();
-    for b in all_blocks() {
+    for b in blocks {
         if b.not_run.is_some() || b.commands.is_empty() {
             continue;
         }
@@ -322,7 +340,7 @@ fn the_documented_commands_run_and_print_what_the_docs_show() {
             };
             let child = Command::new(program)
                 .args(&w[1..])
-                .current_dir(&scratch)
+                .current_dir(dir)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -337,11 +355,11 @@ fn the_documented_commands_run_and_print_what_the_docs_show() {
                 .collect();
             let child = Command::new(&witness)
                 .args(&args[1..])
-                .current_dir(&scratch)
+                .current_dir(dir)
                 .env("PATH", &path)
-                .env("XDG_STATE_HOME", scratch.join("state"))
+                .env("XDG_STATE_HOME", dir.join("state"))
                 .stdin(match &d.stdin {
-                    Some(f) => Stdio::from(std::fs::File::open(scratch.join(f)).unwrap()),
+                    Some(f) => Stdio::from(std::fs::File::open(dir.join(f)).unwrap()),
                     None => Stdio::null(),
                 })
                 .stdout(Stdio::piped())
@@ -388,8 +406,36 @@ fn the_documented_commands_run_and_print_what_the_docs_show() {
             let _ = s.wait();
         }
     }
-    let _ = std::fs::remove_dir_all(&scratch);
-    assert!(ran >= 5, "only {ran} documented commands were run");
+    (ran, failures)
+}
+
+#[test]
+fn the_documented_commands_run_and_print_what_the_docs_show() {
+    // The README first (its runs are the past runs the guide's `witness report` commands read),
+    // then each guide page at once, each in its own folder with a copy of the README's runs.
+    let files = doc_files();
+    let readme = scratch("README", None);
+    let (mut ran, mut failures) = run_blocks(&blocks(&files[0]), &readme);
+    let pages: Vec<_> = files[1..]
+        .iter()
+        .map(|f| {
+            let tag = f.file_stem().unwrap().to_string_lossy().to_string();
+            let dir = scratch(&format!("docs-{tag}"), Some(&readme));
+            let f = f.clone();
+            std::thread::spawn(move || {
+                let r = run_blocks(&blocks(&f), &dir);
+                let _ = std::fs::remove_dir_all(&dir);
+                r
+            })
+        })
+        .collect();
+    for p in pages {
+        let (n, f) = p.join().unwrap();
+        ran += n;
+        failures.extend(f);
+    }
+    let _ = std::fs::remove_dir_all(&readme);
+    assert!(ran >= 15, "only {ran} documented commands were run");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
