@@ -10,7 +10,7 @@ bin=target/release/witness
 bytes=$(stat -c %s "$bin")
 mib=$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-size="the release binary is $mib MiB ($(printf "%'d" "$bytes" 2>/dev/null || echo "$bytes") bytes, at commit $commit, built by \`scripts/figures.sh\` on $(uname -m))"
+size="The release binary is $mib MiB ($(printf "%'d" "$bytes" 2>/dev/null || echo "$bytes") bytes, at commit $commit, built by \`scripts/figures.sh\` on $(uname -m))"
 # One marker, one figure; a file without the marker is left alone.
 write() {
   local name=$1 text=$2 file
