@@ -5,7 +5,7 @@
 # tool, which answers at once, CALLS times in a row, timing each call: directly, through
 # `witness wrap --stdin inherit` (the control: supervised, the pipes handed over) and through
 # `witness wrap` (relayed and journalled). R rounds in turns, the order rotated each round, so that
-# machine noise weighs on all three alike. Prints rows of the README's benchmark table: the median
+# machine noise weighs on all three alike. Prints rows of docs/benchmarks.md's table: the median
 # round trip of each path (each round's figure in brackets), the µs added and the ratio. Issue 19's
 # goal: at most 50 µs added at the median per call.
 # Usage: scripts/bench-relay.sh [ROUNDS] [CALLS]   (default 5 rounds of 2000 calls)

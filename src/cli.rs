@@ -9,8 +9,26 @@ use clap::{Args, Parser, Subcommand};
 use crate::server::process::RestartPolicy;
 use crate::units::{
     parse_clock_offset, parse_cpus, parse_duration, parse_interval, parse_level,
-    parse_memory_limit, parse_percent, parse_positive_duration, parse_rate, parse_rounds,
+    parse_memory_limit, parse_percent, parse_positive_duration, parse_proxy, parse_rate,
+    parse_rounds, ProxySpec,
 };
+
+// Help headings: options grouped by what a user is doing, the same in every subcommand's --help,
+// the man pages and the completions (all three come from these definitions).
+const H_TARGET: &str = "Target and request";
+const H_MCP: &str = "MCP";
+const H_HEALTH: &str = "Health and readiness";
+const H_SHAPE: &str = "Load shape";
+const H_RULES: &str = "Verdict rules";
+const H_SAFETY: &str = "Refusals and safety";
+const H_SERVER: &str = "The server's command (supervision)";
+const H_CONTAINER: &str = "Container target (Docker)";
+const H_OUTPUT: &str = "Output files";
+const H_TLS: &str = "TLS";
+const H_PROTOCOL: &str = "HTTP protocol";
+const H_SAMPLING: &str = "Resources (sampling)";
+const H_CLIENT: &str = "Client traffic (MCP stdio relay, HTTP proxy)";
+const H_PLAN: &str = "Plan";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -119,8 +137,9 @@ pub enum Command {
     /// its output through, journal its lifecycle, restart it by policy, and print an annotated
     /// kill/restart timeline. Exits with the server's status.
     Wrap(Box<WrapArgs>),
-    /// Drive an honest concurrency ladder: one outcome and one duration per request, health and the
+    /// Drive a concurrency ladder: one outcome and one duration per request, health and the
     /// server's identity before and after every level, and a pass rule that a cliff fails (max ok at n ≤ n × the per-request max at the lowest level × --factor; the p99 in place of the max when every level has 100 ok requests).
+    #[command(after_long_help = GLOSSARY, after_help = "Words used here (concurrency ladder, cliff, identity, settle, connect floor, held): see --help")]
     Load(Box<LoadArgs>),
     /// Run a long mixed workload from a plan (drivers in burst/steady/idle phases, readers,
     /// background work), check invariants at every interval, and stop at the first violation with
@@ -134,7 +153,29 @@ pub enum Command {
     /// Show what NVML sees: devices, driver version, memory, utilisation, temperature, power and
     /// processes. Exits 3 when there is no NVIDIA driver to ask.
     Gpu(GpuCmdArgs),
+    /// Print a shell completion script for witness to stdout, e.g.
+    /// `witness completions bash > ~/.local/share/bash-completion/completions/witness`.
+    Completions(CompletionsArgs),
+    /// Print a man page (roff) to stdout: `witness man` for witness(1), `witness man load` for
+    /// witness-load(1), e.g. `witness man load | man -l -`.
+    Man(ManArgs),
 }
+
+/// The words `load`'s help, the terminal and the guide (docs/README.md) use, defined once.
+pub const GLOSSARY: &str = "\
+Words:
+  concurrency ladder  the levels of --levels run in order (1, 4, 8 …): at level n, n workers each
+                      send their next request as soon as their last one ended (a closed loop)
+  cliff               a level whose slowest ok request (its p99 when every level has 100 ok
+                      requests) took more than n × the lowest level's per-request figure ×
+                      --factor (+ --cliff-slack): requests queued behind each other
+  identity            which server answered: the process id and its start time (a container's id
+                      and StartedAt); a change between two probes is a restart
+  settle              the wait after a level (--settle) before health and identity are probed again
+  connect floor       the median time of plain TCP connects to the target, timed before any level;
+                      over --max-connect-floor witness refuses to measure (exit 3)
+  held                the connections witness itself held to the server at once (workers', pooled,
+                      probes'); more than a level's workers means witness took what the load needed";
 
 impl Command {
     /// The exit code for witness's own failures in this mode.
@@ -149,6 +190,7 @@ impl Command {
 
 /// How the server under test is supervised (shared by wrap, load and soak).
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = H_SERVER)]
 pub struct SuperviseArgs {
     /// When a child that exited is started again.
     #[arg(long, value_enum, default_value = "never")]
@@ -184,6 +226,7 @@ impl SuperviseArgs {
 
 /// Where the run's records go.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = H_OUTPUT)]
 pub struct OutputArgs {
     /// The journal (JSON Lines); default: a new file in $XDG_STATE_HOME/witness (else
     /// ~/.local/state/witness), named at the end. Never written through a symbolic link.
@@ -203,6 +246,7 @@ pub struct OutputArgs {
 
 /// Whom witness trusts over https:// (shared by load, soak, mcp tools and wrap --proxy).
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = H_TLS)]
 pub struct TlsArgs {
     /// Trust this PEM file's certificates (a development CA, or the server's self-signed
     /// certificate) beside the system's trust store.
@@ -215,6 +259,7 @@ pub struct TlsArgs {
 
 /// Which HTTP `load` speaks.
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = H_PROTOCOL)]
 pub struct ProtocolArgs {
     /// Speak HTTP/2: over TLS by ALPN for https://, with prior knowledge (h2c) for http://. A level
     /// of n sends n concurrent streams over --connections connections.
@@ -227,6 +272,7 @@ pub struct ProtocolArgs {
 
 /// Whether NVIDIA GPUs are sampled (shared by wrap, load and soak).
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = H_SAMPLING)]
 pub struct GpuArgs {
     /// Sample NVIDIA GPUs through NVML: `auto` when a driver is present (one line on stderr when
     /// not), `on` requires one (exit 3 without), `off` never.
@@ -243,7 +289,7 @@ pub enum GpuMode {
 
 /// The server in a Docker container instead of a child process (shared by wrap, load and soak).
 #[derive(Args, Debug, Clone, Default)]
-#[command(next_help_heading = "Container target (Docker)")]
+#[command(next_help_heading = H_CONTAINER)]
 pub struct ContainerArgs {
     /// Run the server in a new container from this image (already on the engine; witness never
     /// pulls). Arguments after `--` become its command. The container is removed at the end unless
@@ -306,14 +352,14 @@ pub struct WrapArgs {
     pub gpu: GpuArgs,
     /// How often the server's resources (process tree or container stats, GPUs) are read. The
     /// engine collects a container's stats once a second, so they come no faster than that.
-    #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "DURATION")]
+    #[arg(help_heading = H_SAMPLING, long, value_parser = parse_interval, default_value = "1s", value_name = "DURATION")]
     pub sample_interval: Duration,
     /// What the child's stdin is. `auto`: relayed when witness's stdin is not a terminal (an MCP
     /// client launched witness), handed over when it is. `relay`: witness reads its stdin and
     /// writes the child's, and the child's stdout back, byte for byte, reading the JSON-RPC that
     /// passes (MCP over stdio); the child gets new pipes on each restart. `inherit`: the child gets
     /// witness's own stdin and stdout descriptors; witness sees none of the traffic.
-    #[arg(
+    #[arg(help_heading = H_CLIENT,
         long = "stdin",
         value_enum,
         default_value = "auto",
@@ -325,10 +371,10 @@ pub struct WrapArgs {
     /// listens on UPSTREAM the proxy answers 502 and says the server was down. Loopback
     /// addresses: `--proxy 127.0.0.1:8080=127.0.0.1:8081`; `=https://127.0.0.1:8443` speaks TLS to
     /// the server (the client still speaks plain HTTP to LISTEN).
-    #[arg(long, value_parser = parse_proxy, value_name = "LISTEN=UPSTREAM")]
+    #[arg(help_heading = H_CLIENT, long, value_parser = parse_proxy, value_name = "LISTEN=UPSTREAM")]
     pub proxy: Option<ProxySpec>,
     /// The server to run, after `--` (with --image: the container's command).
-    #[arg(last = true, required_unless_present_any = ["image", "container"], value_name = "CMD")]
+    #[arg(help_heading = H_SERVER, last = true, required_unless_present_any = ["image", "container"], value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -340,156 +386,111 @@ pub enum StdinMode {
     Inherit,
 }
 
-/// `wrap --proxy LISTEN=UPSTREAM`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProxySpec {
-    pub listen: std::net::SocketAddr,
-    pub upstream: std::net::SocketAddr,
-    /// `UPSTREAM` was written `https://…`: the proxy speaks TLS to the server.
-    pub upstream_tls: bool,
-}
-
-/// Reads `LISTEN=UPSTREAM`, two socket addresses (`127.0.0.1:8080=127.0.0.1:8081`); a bare port
-/// means 127.0.0.1.
-fn parse_proxy(s: &str) -> Result<ProxySpec, String> {
-    let Some((l, u)) = s.split_once('=') else {
-        return Err(format!(
-            "{s:?}: write it LISTEN=UPSTREAM, e.g. 127.0.0.1:8080=127.0.0.1:8081 (witness listens on the first and forwards to the second, where the server listens)"
-        ));
-    };
-    let addr = |a: &str, what: &str| -> Result<std::net::SocketAddr, String> {
-        if let Ok(port) = a.parse::<u16>() {
-            return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
-        }
-        a.parse().map_err(|_| {
-            format!(
-                "{what} {a:?} is not an address and port: write it as 127.0.0.1:8080 or [::1]:8080"
-            )
-        })
-    };
-    let (u, upstream_tls) = match u.strip_prefix("https://") {
-        Some(rest) => (rest.trim_end_matches('/'), true),
-        None => (
-            u.strip_prefix("http://").unwrap_or(u).trim_end_matches('/'),
-            false,
-        ),
-    };
-    let spec = ProxySpec {
-        listen: addr(l, "LISTEN")?,
-        upstream: addr(u, "UPSTREAM")?,
-        upstream_tls,
-    };
-    if spec.listen == spec.upstream {
-        return Err(format!(
-            "{s:?}: LISTEN and UPSTREAM are the same address; tell the server to listen on another port and give that as UPSTREAM"
-        ));
-    }
-    Ok(spec)
-}
-
 #[derive(Args, Debug)]
 pub struct LoadArgs {
     /// The URL every request goes to, http:// or https:// (with --mcp: the streamable HTTP
     /// endpoint, e.g. http://127.0.0.1:8000/mcp). Loopback only, unless --allow-remote.
-    #[arg(long, required_unless_present = "mcp")]
+    #[arg(help_heading = H_TARGET, long, required_unless_present = "mcp")]
     pub url: Option<String>,
     /// Call this MCP tool instead of sending HTTP requests: over streamable HTTP with --url, over
     /// stdio (witness starts the command after `--` with pipes) without. Each worker opens its own
     /// session once, then calls the tool with unique request ids.
-    #[arg(long, value_name = "TOOL")]
+    #[arg(help_heading = H_MCP, long, value_name = "TOOL")]
     pub mcp: Option<String>,
     /// The tool's arguments: a JSON object, or @FILE to read it from a file (with --mcp).
-    #[arg(long = "args", value_name = "JSON|@FILE", requires = "mcp")]
+    #[arg(help_heading = H_MCP, long = "args", value_name = "JSON|@FILE", requires = "mcp")]
     pub tool_args: Option<String>,
     /// The MCP revision to speak: 2025-11-25 (the default: `initialize`, and `Mcp-Session-Id` when
     /// the server keeps sessions; the server may negotiate an older one) or 2026-07-28 (no
     /// `initialize` and no protocol sessions: `server/discover`, then the envelope on every request).
-    #[arg(long, value_name = "VERSION", requires = "mcp")]
+    #[arg(help_heading = H_MCP, long, value_name = "VERSION", requires = "mcp")]
     pub mcp_protocol: Option<String>,
     /// HTTP method [default: GET, or POST when --body is given].
-    #[arg(long)]
+    #[arg(help_heading = H_TARGET, long)]
     pub method: Option<String>,
     /// Request body: TEXT, or @FILE to read it from a file (implies POST unless --method says
     /// otherwise). Without it: no body for GET, HEAD, DELETE and OPTIONS (a server that does not
     /// read a GET's body would take it for the start of the next request), `{}` for POST, PUT and
     /// PATCH.
-    #[arg(long)]
+    #[arg(help_heading = H_TARGET, long)]
     pub body: Option<String>,
     /// Extra request header 'Name: value' (repeatable). The values of Authorization,
     /// Proxy-Authorization, Cookie and any --secret-header are secrets: they appear in no file and
     /// no line witness prints (shown as ***).
-    #[arg(long = "header", value_name = "'K: V'")]
+    #[arg(help_heading = H_TARGET, long = "header", value_name = "'K: V'")]
     pub header: Vec<String>,
     /// Treat this header's value as a secret too, like Authorization (repeatable).
-    #[arg(long = "secret-header", value_name = "NAME")]
+    #[arg(help_heading = H_TARGET, long = "secret-header", value_name = "NAME")]
     pub secret_header: Vec<String>,
     /// A request header whose value is read from an environment variable, 'Name=VAR' (repeatable):
     /// always a secret, and not in witness's argv where `ps` could read it.
-    #[arg(long = "header-env", value_name = "NAME=VAR")]
+    #[arg(help_heading = H_TARGET, long = "header-env", value_name = "NAME=VAR")]
     pub header_env: Vec<String>,
     /// Health probe URL (a GET answered 2xx is healthy). Default: the URL's origin + /health when
     /// the server has one; otherwise a GET of the URL itself when the method is GET, else a TCP
     /// connect to the URL's port (witness says which it chose).
-    #[arg(long)]
+    #[arg(help_heading = H_HEALTH, long)]
     pub health_url: Option<String>,
     /// Concurrency levels, in order.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8", value_parser = parse_level)]
+    #[arg(help_heading = H_SHAPE, long, value_delimiter = ',', default_value = "1,4,8", value_parser = parse_level)]
     pub levels: Vec<u32>,
     /// Requests each worker sends per level, instead of a level's --duration (`--rounds 1`: one
     /// request per worker).
-    #[arg(long, conflicts_with = "duration", value_parser = parse_rounds)]
+    #[arg(help_heading = H_SHAPE, long, conflicts_with = "duration", value_parser = parse_rounds)]
     pub rounds: Option<u32>,
     /// How long each level sends, every worker back to back [default: 5s, as wrk and oha run for a
     /// time, so a level's percentiles rest on many requests; rate levels: 10s].
-    #[arg(long, value_parser = parse_positive_duration)]
+    #[arg(help_heading = H_SHAPE, long, value_parser = parse_positive_duration)]
     pub duration: Option<Duration>,
     /// witness's own limit on one whole request (connect included).
-    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
+    #[arg(help_heading = H_SHAPE, long, value_parser = parse_positive_duration, default_value = "30s")]
     pub timeout: Duration,
     /// witness's own limit on connecting; default: the smaller of --timeout and 5s.
-    #[arg(long, value_parser = parse_positive_duration)]
+    #[arg(help_heading = H_SHAPE, long, value_parser = parse_positive_duration)]
     pub connect_timeout: Option<Duration>,
-    /// Wait after a level before probing health and identity again.
-    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    /// Settle: wait this long after a level before probing health and identity again (the server
+    /// finishes what it was doing).
+    #[arg(help_heading = H_SHAPE, long, value_parser = parse_duration, default_value = "2s")]
     pub settle: Duration,
     /// The cliff rule: max ok duration at n ≤ n × (per-request max at the lowest level) × factor (the
     /// p99 in place of the max when every level has 100 ok requests or more).
-    #[arg(long, default_value_t = 1.5)]
+    #[arg(help_heading = H_RULES, long, default_value_t = 1.5)]
     pub factor: f64,
     /// Added to the cliff rule's allowance: below this, a difference is scheduling noise.
-    #[arg(long, value_parser = parse_duration, default_value = "50ms")]
+    #[arg(help_heading = H_RULES, long, value_parser = parse_duration, default_value = "50ms")]
     pub cliff_slack: Duration,
-    /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
-    #[arg(long, value_parser = parse_positive_duration, default_value = "100ms")]
+    /// Refuse to run (exit 3) if the connect floor (the median TCP connect to the target, timed
+    /// before any level) exceeds this.
+    #[arg(help_heading = H_SAFETY, long, value_parser = parse_positive_duration, default_value = "100ms")]
     pub max_connect_floor: Duration,
     /// Allow a target that is not a loopback address (a load test aimed at the wrong host is an outage).
-    #[arg(long)]
+    #[arg(help_heading = H_SAFETY, long)]
     pub allow_remote: bool,
     /// Statuses that mean a capacity refusal (counted as rejected, not errors).
-    #[arg(long, value_delimiter = ',', default_value = "429,503")]
+    #[arg(help_heading = H_RULES, long, value_delimiter = ',', default_value = "429,503")]
     pub reject_status: Vec<u16>,
     /// A response body containing this is a capacity refusal; empty to disable.
-    #[arg(long, default_value = "QUEUE_FULL")]
+    #[arg(help_heading = H_RULES, long, default_value = "QUEUE_FULL")]
     pub reject_body: String,
     /// Statuses that count as ok besides 1xx/2xx, e.g. 301,302 (redirects are not followed, so an
     /// unexpected 3xx is an error).
-    #[arg(long, value_delimiter = ',', value_name = "STATUS,...")]
+    #[arg(help_heading = H_RULES, long, value_delimiter = ',', value_name = "STATUS,...")]
     pub accept_status: Vec<u16>,
     /// Keep at most this much of each response body in memory (the whole body is still read and its
     /// size recorded; a longer one is marked cut). 4MiB, 64k, 1g.
-    #[arg(long, value_parser = crate::units::parse_size, default_value = "4MiB", value_name = "SIZE")]
+    #[arg(help_heading = H_RULES, long, value_parser = crate::units::parse_size, default_value = "4MiB", value_name = "SIZE")]
     pub max_body: u64,
     /// With a command: how long to wait for health to answer 200 before the first level.
-    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
+    #[arg(help_heading = H_HEALTH, long, value_parser = parse_positive_duration, default_value = "30s")]
     pub ready_timeout: Duration,
     /// witness's own limit on one health probe.
-    #[arg(long, value_parser = parse_positive_duration, default_value = "5s")]
+    #[arg(help_heading = H_HEALTH, long, value_parser = parse_positive_duration, default_value = "5s")]
     pub health_timeout: Duration,
     /// How often the server's resources are sampled.
-    #[arg(long, value_parser = parse_interval, default_value = "1s")]
+    #[arg(help_heading = H_SAMPLING, long, value_parser = parse_interval, default_value = "1s")]
     pub sample_interval: Duration,
     /// Pass the started server's output through to witness's stderr.
-    #[arg(long)]
+    #[arg(help_heading = H_SERVER, long)]
     pub show_output: bool,
     #[command(flatten)]
     pub open: OpenArgs,
@@ -507,7 +508,7 @@ pub struct LoadArgs {
     pub protocol: ProtocolArgs,
     /// Start the server with this command (after `--`; with --image, the container's command);
     /// without a command, --image or --container, attach to whatever listens on the URL's port.
-    #[arg(last = true, value_name = "CMD")]
+    #[arg(help_heading = H_SERVER, last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -515,37 +516,37 @@ pub struct LoadArgs {
 pub struct SoakArgs {
     /// The soak plan (TOML): target, request kinds, worker groups, invariants, gauges and secrets by
     /// reference. See examples/plans/.
-    #[arg(long, value_name = "PLAN.toml")]
+    #[arg(help_heading = H_PLAN, long, value_name = "PLAN.toml")]
     pub plan: PathBuf,
     /// How long the workload runs (overrides the plan's `duration`).
-    #[arg(long, value_parser = parse_positive_duration)]
+    #[arg(help_heading = H_PLAN, long, value_parser = parse_positive_duration)]
     pub duration: Option<Duration>,
     /// Seeds every random choice, so a soak can be replayed (default: the plan's, else random and
     /// printed).
-    #[arg(long)]
+    #[arg(help_heading = H_PLAN, long)]
     pub seed: Option<u64>,
     /// The progress interval: invariants, gauges and the progress line (overrides the plan's).
-    #[arg(long, value_parser = parse_interval)]
+    #[arg(help_heading = H_PLAN, long, value_parser = parse_interval)]
     pub interval: Option<Duration>,
     /// A fault witness performs on purpose, to prove the harness notices: kill@5m, stop@2m+10s
     /// (SIGSTOP, SIGCONT 10 s later), restart@90s (SIGTERM; the restart policy brings it back).
     /// Repeatable.
-    #[arg(long = "inject", value_name = "FAULT@TIME", value_parser = crate::soak::run::parse_inject)]
+    #[arg(help_heading = H_PLAN, long = "inject", value_name = "FAULT@TIME", value_parser = crate::soak::run::parse_inject)]
     pub inject: Vec<crate::soak::run::Inject>,
     /// The base URL the plan's paths are joined to (overrides the plan's target.base_url).
-    #[arg(long, value_name = "URL")]
+    #[arg(help_heading = H_PLAN, long, value_name = "URL")]
     pub base_url: Option<String>,
     /// How often the server's resources (process tree, GPUs) are read.
-    #[arg(long, value_parser = parse_interval, default_value = "1s")]
+    #[arg(help_heading = H_SAMPLING, long, value_parser = parse_interval, default_value = "1s")]
     pub sample_interval: Duration,
     /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
-    #[arg(long, value_parser = parse_positive_duration, default_value = "100ms")]
+    #[arg(help_heading = H_SAFETY, long, value_parser = parse_positive_duration, default_value = "100ms")]
     pub max_connect_floor: Duration,
     /// Allow targets that are not loopback addresses.
-    #[arg(long)]
+    #[arg(help_heading = H_SAFETY, long)]
     pub allow_remote: bool,
     /// Pass the started server's output through to witness's stderr.
-    #[arg(long)]
+    #[arg(help_heading = H_SERVER, long)]
     pub show_output: bool,
     #[command(flatten)]
     pub gpu: GpuArgs,
@@ -559,7 +560,7 @@ pub struct SoakArgs {
     pub tls: TlsArgs,
     /// Start the server with this command (after `--`; with --image, the container's command);
     /// without a command, --image or --container, attach to whatever listens on the base URL's port.
-    #[arg(last = true, value_name = "CMD")]
+    #[arg(help_heading = H_SERVER, last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -596,6 +597,20 @@ pub struct ReportArgs {
 
 #[derive(Args, Debug)]
 pub struct GpuCmdArgs {}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// A subcommand's page (wrap, load, soak, report, mcp, gpu, completions); none: witness(1).
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Option<String>,
+}
 
 #[derive(Args, Debug)]
 pub struct McpArgs {
@@ -648,6 +663,7 @@ pub enum ReportFormat {
 
 /// Open-loop levels (`--rates`) and the search for the highest level that holds (`--find-limit`).
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = H_SHAPE)]
 pub struct OpenArgs {
     /// Open loop: arrival rates, in order (200/s, 30/m), instead of concurrency levels. Each level
     /// sends on a schedule made in advance, whatever the server does, for --duration (default 10s).

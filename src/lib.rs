@@ -1,6 +1,6 @@
 //! witness: load-test a server while watching it, so that no number it prints is really a measurement
 //! of the harness. One journal of events on one clock; every verdict and view is a pure function of it
-//! (shared/DESIGN.md).
+//! (docs/design.md).
 
 pub mod analyze;
 pub mod cli;
@@ -30,5 +30,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {
         cli::Command::Report(args) => cmd::report::run(args),
         cli::Command::Mcp(args) => cmd::mcp::run(args).await,
         cli::Command::Gpu(args) => cmd::gpu::run(args),
+        cli::Command::Completions(args) => cmd::completions::run(args),
+        cli::Command::Man(args) => cmd::man::run(args),
     }
 }

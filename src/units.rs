@@ -265,6 +265,53 @@ pub fn parse_clock_offset(s: &str) -> Result<(std::path::PathBuf, f64), String> 
     Ok((std::path::PathBuf::from(file), sign * dur.as_secs_f64()))
 }
 
+/// `wrap --proxy LISTEN=UPSTREAM`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProxySpec {
+    pub listen: std::net::SocketAddr,
+    pub upstream: std::net::SocketAddr,
+    /// `UPSTREAM` was written `https://…`: the proxy speaks TLS to the server.
+    pub upstream_tls: bool,
+}
+
+/// Reads `LISTEN=UPSTREAM`, two socket addresses (`127.0.0.1:8080=127.0.0.1:8081`); a bare port
+/// means 127.0.0.1.
+pub fn parse_proxy(s: &str) -> Result<ProxySpec, String> {
+    let Some((l, u)) = s.split_once('=') else {
+        return Err(format!(
+            "{s:?}: write it LISTEN=UPSTREAM, e.g. 127.0.0.1:8080=127.0.0.1:8081 (witness listens on the first and forwards to the second, where the server listens)"
+        ));
+    };
+    let addr = |a: &str, what: &str| -> Result<std::net::SocketAddr, String> {
+        if let Ok(port) = a.parse::<u16>() {
+            return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+        }
+        a.parse().map_err(|_| {
+            format!(
+                "{what} {a:?} is not an address and port: write it as 127.0.0.1:8080 or [::1]:8080"
+            )
+        })
+    };
+    let (u, upstream_tls) = match u.strip_prefix("https://") {
+        Some(rest) => (rest.trim_end_matches('/'), true),
+        None => (
+            u.strip_prefix("http://").unwrap_or(u).trim_end_matches('/'),
+            false,
+        ),
+    };
+    let spec = ProxySpec {
+        listen: addr(l, "LISTEN")?,
+        upstream: addr(u, "UPSTREAM")?,
+        upstream_tls,
+    };
+    if spec.listen == spec.upstream {
+        return Err(format!(
+            "{s:?}: LISTEN and UPSTREAM are the same address; tell the server to listen on another port and give that as UPSTREAM"
+        ));
+    }
+    Ok(spec)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

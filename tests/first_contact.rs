@@ -23,13 +23,14 @@ fn site(tag: &str) -> std::path::PathBuf {
     dir
 }
 
-/// The README's first two commands (its first lines show a load against the user's own server
-/// with only `--url`): attached, then started by witness.
+/// The README's first two commands (its first use is a load against the user's own server with
+/// only `--url`, near the top): attached, then started by witness. A `$ ` prompt is not a word.
 fn readme_commands() -> (Vec<String>, Vec<String>) {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let head: Vec<&str> = readme.lines().take(30).collect();
+    let head: Vec<&str> = readme.lines().take(60).collect();
     let loads: Vec<Vec<String>> = head
         .iter()
+        .map(|l| l.strip_prefix("$ ").unwrap_or(l))
         .filter(|l| l.starts_with("witness load "))
         .map(|l| l.split_whitespace().map(str::to_string).collect())
         .collect();

@@ -1,6 +1,7 @@
-//! The house's layout, kept true: the README's layout section names every room `ls src/` shows,
-//! and no module imports one that imports it back (the arrows point one way), between folders
-//! and between the files of one folder alike.
+//! The house's layout, kept true: docs/design.md's layout section names every room `ls src/` shows,
+//! no module imports one that imports it back (the arrows point one way), between folders and
+//! between the files of one folder alike, nothing below `cmd/` reads the command line, and analysis
+//! never reaches a view.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -206,9 +207,9 @@ fn no_module_imports_one_that_imports_it_back() {
 }
 
 #[test]
-fn the_readme_s_layout_names_every_room_ls_src_shows() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let layout = &readme[readme.find("## Layout").expect("a layout section")..];
+fn the_design_s_layout_names_every_room_ls_src_shows() {
+    let design = std::fs::read_to_string(repo().join("docs/design.md")).unwrap();
+    let layout = &design[design.find("## Layout").expect("a layout section")..];
     let mut missing = Vec::new();
     let src = repo().join("src");
     let mut names: Vec<String> = Vec::new();
@@ -235,6 +236,60 @@ fn the_readme_s_layout_names_every_room_ls_src_shows() {
     }
     assert!(
         missing.is_empty(),
-        "the README's layout does not name {missing:?}"
+        "docs/design.md's layout does not name {missing:?}"
     );
+}
+
+/// The layers' two rules, tests included (a test is code that imports too): only `cmd/` (and the
+/// crate's root, which dispatches) reads `cli.rs`, so the engine takes validated values, never
+/// flags; and `analyze/` never names `report/`, so a view renders what analysis returned and
+/// analysis knows of no view.
+#[test]
+fn nothing_below_cmd_imports_cli_and_analysis_imports_no_view() {
+    let src = repo().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut bad = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(f).unwrap();
+        let code: Vec<(usize, &str)> = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim_start().starts_with("//"))
+            .collect();
+        let above_cmd =
+            rel.starts_with("cmd/") || ["cli.rs", "lib.rs", "main.rs"].contains(&rel.as_str());
+        // `crate::cli` as a whole name (`super::client` is another module).
+        let names = |l: &str, m: &str| {
+            ["crate::", "super::", "super::super::"].iter().any(|p| {
+                let needle = format!("{p}{m}");
+                l.match_indices(&needle).any(|(i, _)| {
+                    !l[i + needle.len()..]
+                        .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                })
+            })
+        };
+        for (n, l) in &code {
+            if !above_cmd && names(l, "cli") {
+                bad.push(format!(
+                    "src/{rel}:{}: below cmd/, imports the command line: {}",
+                    n + 1,
+                    l.trim()
+                ));
+            }
+            if rel.starts_with("analyze/")
+                && (l.contains("crate::report")
+                    || l.contains("super::report")
+                    || l.contains("super::super::report"))
+            {
+                bad.push(format!(
+                    "src/{rel}:{}: analysis reaches a view: {}",
+                    n + 1,
+                    l.trim()
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "layers crossed:\n{}", bad.join("\n"));
 }

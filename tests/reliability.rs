@@ -1,6 +1,6 @@
 //! The fault matrix, "lying reports and data loss" half: each test provokes one fault against a real
 //! process (the example server, a supervisor loop, the real witness binary) and checks what witness
-//! says about it. README "Reliability" lists each row with the test that shows it.
+//! says about it. docs/reliability.md lists each row with the test that shows it.
 
 mod common;
 

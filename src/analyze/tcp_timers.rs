@@ -389,7 +389,7 @@ pub fn phases_line(concurrency: u32, p: &Phases) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::analyze::analyze;
     use crate::analyze::tests::loaded;
@@ -404,7 +404,13 @@ mod tests {
         }
     }
 
-    fn req(id: u64, t: f64, d: f64, connect: Option<f64>, headers: Option<f64>) -> (f64, Event) {
+    pub(crate) fn req(
+        id: u64,
+        t: f64,
+        d: f64,
+        connect: Option<f64>,
+        headers: Option<f64>,
+    ) -> (f64, Event) {
         (
             t,
             Event::Request {
@@ -442,7 +448,10 @@ mod tests {
     }
 
     /// One level of n=16 with these requests between its listen readings.
-    fn level(reqs: Vec<(f64, Event)>, overflows: (u64, u64)) -> crate::analyze::Analysis {
+    pub(crate) fn level(
+        reqs: Vec<(f64, Event)>,
+        overflows: (u64, u64),
+    ) -> crate::analyze::Analysis {
         let mut ev = vec![
             (
                 0.0,
@@ -525,28 +534,6 @@ mod tests {
         assert_eq!(p.new_connections, 16);
         assert_eq!(p.connect.unwrap().count, 16);
         assert_eq!(p.headers.unwrap().count, 40);
-    }
-
-    #[test]
-    fn the_html_shows_each_level_s_phases_and_marks_the_retransmission_on_its_distribution() {
-        let mut reqs = Vec::new();
-        for i in 0..8 {
-            reqs.push(req(i, 1.0, 0.002, Some(0.0003), Some(0.0015)));
-        }
-        for i in 8..14 {
-            reqs.push(req(i, 2.0, 1.2, Some(1.0081 + i as f64 * 1e-4), Some(1.2)));
-        }
-        let a = level(reqs, (353, 364));
-        let html = crate::report::html::page(&a);
-        assert!(
-            html.contains("<p class=\"meta phases\">phases (n=16): connect p50"),
-            "no phases line"
-        );
-        let dist = &html[html.find("id=\"distributions\"").expect("a distribution")..];
-        assert!(
-            dist.contains(">1s timer</text>"),
-            "no SYN mark on the level's distribution"
-        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! One module per subcommand: turn validated arguments into producers, a journal, and views.
 
+pub mod completions;
 pub mod gpu;
 pub mod load;
+pub mod man;
 pub mod mcp;
 pub mod report;
 pub mod soak;

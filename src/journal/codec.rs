@@ -771,8 +771,8 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_s_examples_read() {
-        let readme = include_str!("../../README.md");
+    fn the_journal_page_s_examples_read() {
+        let readme = include_str!("../../docs/journal.md");
         let lines: Vec<&str> = readme
             .lines()
             .filter(|l| l.starts_with(r#"{"k":"rq""#))

@@ -42,10 +42,10 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::cli::ProxySpec;
 use crate::journal::observed::{Observed, Via, PROXY_ANSWERED};
 use crate::journal::{ErrorKind, Event, Journal, Outcome, TimeoutPhase};
 use crate::load::outcome::{body_start, classify_response, Rejection};
+use crate::units::ProxySpec;
 
 /// At most this much of a JSON-RPC request or answer is copied to be read (the bytes all pass).
 const RPC_COPY: usize = 1024 * 1024;

@@ -31,3 +31,32 @@ pub fn write_file(
 }
 
 pub use crate::journal::bytes;
+
+#[cfg(test)]
+mod tests {
+    // Views render what analysis returned: the analysis is built by analyze's own test helpers, and
+    // the rendering is checked here, on the view's side of the line (analysis never imports a view).
+    use crate::analyze::tcp_timers::tests::{level, req};
+
+    #[test]
+    fn the_html_shows_each_level_s_phases_and_marks_the_retransmission_on_its_distribution() {
+        let mut reqs = Vec::new();
+        for i in 0..8 {
+            reqs.push(req(i, 1.0, 0.002, Some(0.0003), Some(0.0015)));
+        }
+        for i in 8..14 {
+            reqs.push(req(i, 2.0, 1.2, Some(1.0081 + i as f64 * 1e-4), Some(1.2)));
+        }
+        let a = level(reqs, (353, 364));
+        let html = super::html::page(&a);
+        assert!(
+            html.contains("<p class=\"meta phases\">phases (n=16): connect p50"),
+            "no phases line"
+        );
+        let dist = &html[html.find("id=\"distributions\"").expect("a distribution")..];
+        assert!(
+            dist.contains(">1s timer</text>"),
+            "no SYN mark on the level's distribution"
+        );
+    }
+}
