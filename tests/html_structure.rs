@@ -253,7 +253,7 @@ fn assert_readable(page: &str, what: &str) {
     }
 
     // Histogram labels do not run into each other: labels on one line stand at least their
-    // widths apart (10 px text, about 6 px a character).
+    // widths apart, with a little air between.
     if page.contains("<svg id=\"distributions\"") {
         let dist = svg(page, "distributions");
         let mut by_line: std::collections::BTreeMap<String, Vec<(f64, f64, String)>> =
@@ -266,7 +266,7 @@ fn assert_readable(page: &str, what: &str) {
             let x: f64 = attr(&tag, "x").unwrap().parse().unwrap();
             let y = attr(&tag, "y").unwrap().to_string();
             let label = shown(content);
-            let w = label.chars().count() as f64 * 6.0;
+            let w = label_w(&label);
             let (a, b) = match attr(&tag, "text-anchor").unwrap_or("start") {
                 "middle" => (x - w / 2.0, x + w / 2.0),
                 "end" => (x - w, x),
@@ -278,7 +278,7 @@ fn assert_readable(page: &str, what: &str) {
             labels.sort_by(|p, q| p.0.total_cmp(&q.0));
             for w in labels.windows(2) {
                 assert!(
-                    w[0].1 <= w[1].0,
+                    w[0].1 + 3.0 <= w[1].0,
                     "{what}: histogram labels {:?} and {:?} overlap on the line at y={y}: {labels:?}",
                     w[0].2,
                     w[1].2
@@ -286,6 +286,19 @@ fn assert_readable(page: &str, what: &str) {
             }
         }
     }
+}
+
+/// How wide a tick label draws at 10 px (DejaVu Sans, which system-ui falls back to on Linux):
+/// digits and most letters 6.4 px, 'm' 9.7, 's' 5.2, '.' 3.2.
+fn label_w(s: &str) -> f64 {
+    s.chars()
+        .map(|c| match c {
+            'm' | 'w' => 9.7,
+            's' => 5.2,
+            '.' | ' ' => 3.2,
+            _ => 6.4,
+        })
+        .sum()
 }
 
 fn lane_ids(page: &str) -> Vec<String> {
@@ -413,4 +426,50 @@ fn the_demo_s_html_has_every_lane_the_readme_picture_shows_and_reads_whole() {
          regenerate the picture with scripts/timeline-png.sh if that is meant"
     );
     assert_readable(&page, "the demo");
+}
+
+#[test]
+fn a_tool_name_is_whole_where_there_is_room_and_cut_with_its_full_text_on_hover_where_not() {
+    // A real stdio session through wrap (the official Python SDK's client and server), its
+    // journal's tools renamed as a user's server names them, re-rendered by `witness report`.
+    if !have("the Python MCP SDK", "python3 -c 'import mcp'") {
+        return;
+    }
+    let (_, journal, _) = sdk_session("html-names", 3, &[]);
+    let (whole, long) = (
+        "tools/call get_current_weather",
+        "tools/call get_current_weather_for_the_city_whose_name_is_long",
+    );
+    let text = std::fs::read_to_string(&journal).expect("wrap's journal");
+    assert!(text.contains("\"stdio tools/call echo\""), "{text}");
+    let renamed = dir_file(&journal, "renamed.jsonl");
+    std::fs::write(
+        &renamed,
+        text.replace("\"stdio tools/call echo\"", &format!("\"stdio {long}\""))
+            .replace("\"stdio tools/list\"", &format!("\"stdio {whole}\"")),
+    )
+    .unwrap();
+    let out = run_bounded(
+        Command::new(witness())
+            .arg("report")
+            .arg(&renamed)
+            .args(["--format", "html"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let page = String::from_utf8_lossy(&out.stdout).into_owned();
+    let timeline = svg(&page, "timeline");
+    assert!(
+        timeline.contains(&format!(">{whole}</text>")),
+        "a 30-character tool name is cut though the gutter has room for it"
+    );
+    assert!(
+        timeline.contains(&format!("<title>{long}</title>")),
+        "the long name, cut, has no full text on hover"
+    );
+    assert_readable(&page, "renamed tools");
+}
+
+fn dir_file(beside: &Path, name: &str) -> PathBuf {
+    beside.parent().unwrap().join(name)
 }

@@ -1468,7 +1468,7 @@ fn rate_label(v: f64) -> String {
 }
 
 const DIST_W: f64 = 384.0;
-const DIST_H: f64 = 164.0;
+const DIST_H: f64 = 174.0;
 const DIST_PLOT_H: f64 = 96.0;
 /// The room left of a histogram for its count scale.
 const DIST_LEFT: f64 = 30.0;
@@ -1548,7 +1548,7 @@ fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64)
         .fold(f64::INFINITY, f64::min);
     let (lo, hi) = decades(d.min.min(marks_lo), d.max.max(marks_hi));
     let (x0, x1) = (ox + DIST_LEFT, ox + DIST_W - 8.0);
-    let plot_top = oy + 22.0;
+    let plot_top = oy + 32.0;
     let base = plot_top + DIST_PLOT_H;
     let x_of = |v: f64| {
         let f = (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10());
@@ -1561,16 +1561,25 @@ fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64)
         pct_label("p99", d.p99, d.count),
         lat_label(d.max)
     );
-    let room = (x1 - ox - 8.0) - summary.chars().count() as f64 * SUB_PX - 10.0;
+    // The lane's name and its figures share a line when both fit; else the figures go under it.
+    let summary_w = summary.chars().count() as f64 * SUB_PX;
+    let room = x1 - ox - 8.0;
+    let name = lane_name(g);
+    let (name_room, summary_at, anchor) =
+        if name.chars().count() as f64 * NAME_PX + 10.0 + summary_w <= room {
+            (room - summary_w - 10.0, (x1, oy + 13.0), "end")
+        } else {
+            (room, (ox + 8.0, oy + 25.0), "start")
+        };
     let _ = write!(
         o,
-        "<g class=\"dist\" data-lane=\"{}\"><text class=\"lane\" x=\"{:.1}\" y=\"{:.1}\">{}</text><text class=\"sub\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+        "<g class=\"dist\" data-lane=\"{}\"><text class=\"lane\" x=\"{:.1}\" y=\"{:.1}\">{}</text><text class=\"sub\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
         esc(&g.name),
         ox + 8.0,
         oy + 13.0,
-        fitted(&lane_name(g), room, NAME_PX),
-        x1,
-        oy + 13.0,
+        fitted(&name, name_room, NAME_PX),
+        summary_at.0,
+        summary_at.1,
         esc(&summary)
     );
     let _ = write!(
