@@ -774,16 +774,37 @@ fn slug(s: &str) -> String {
     o.trim_end_matches('-').to_string()
 }
 
-/// The gutter that shows every lane's name whole, within [GUTTER_MIN, GUTTER_MAX].
+/// The gutter that shows every lane's name and axis title whole, within [GUTTER_MIN, GUTTER_MAX].
 fn gutter_for(p: &Picture) -> f64 {
-    let widest = p
+    let width = |s: &str, px: f64| s.chars().count() as f64 * px;
+    // A value lane's name shares its line with the scale; a lane of requests has the gutter whole.
+    let values = p
+        .series
+        .iter()
+        .map(|s| width(&s.name, NAME_PX) + TICK_W)
+        .fold(0.0, f64::max);
+    let rows = p
         .groups
         .iter()
-        .map(lane_name)
-        .chain(p.series.iter().map(|s| s.name.clone()))
-        .map(|n| n.chars().count() as f64 * NAME_PX)
+        .map(|g| width(&lane_name(g), NAME_PX).max(width(&lane_sub(p, g), SUB_PX)))
         .fold(0.0, f64::max);
-    (widest + 12.0 + TICK_W + 4.0).clamp(GUTTER_MIN, GUTTER_MAX)
+    (values.max(rows) + 16.0).clamp(GUTTER_MIN, GUTTER_MAX)
+}
+
+/// What a lane of requests' rows are: "8 req · 8 workers", "6 calls · one client".
+fn lane_sub(p: &Picture, g: &Group) -> String {
+    let total: u64 = g.counts.iter().sum();
+    let plural = |n: u32, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    match &g.observed {
+        // One client on the stdio relay: its row needs no count.
+        Some(o) if g.rows <= 1 => format!("{} · one {}", calls(total), o.row_is),
+        Some(o) => format!("{} · {}", calls(total), plural(g.rows, &o.row_is)),
+        None => format!(
+            "{total} {} · {}",
+            p.exchange.as_deref().unwrap_or("req"),
+            plural(g.rows, "worker")
+        ),
+    }
 }
 
 /// The marker kinds drawn as glyphs on the events row, by their class.
@@ -1105,19 +1126,7 @@ fn chart(a: &Analysis) -> String {
         for (gi, g) in p.groups.iter().enumerate() {
             observed_heading(&mut c, &mut heading, g);
             let h = (g.rows.max(1) as f64 * row_h[gi]).max(28.0);
-            let total: u64 = g.counts.iter().sum();
-            let plural =
-                |n: u32, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-            let workers = match &g.observed {
-                // One client on the stdio relay: its row needs no count.
-                Some(o) if g.rows <= 1 => format!("{} · one {}", calls(total), o.row_is),
-                Some(o) => format!("{} · {}", calls(total), plural(g.rows, &o.row_is)),
-                None => format!(
-                    "{total} {} · {}",
-                    p.exchange.as_deref().unwrap_or("req"),
-                    plural(g.rows, "worker")
-                ),
-            };
+            let workers = lane_sub(p, g);
             c.open_lane(c.y, &lane_id(g), &lane_name(g), &workers, None);
             c.body.push_str(&bars[gi]);
             c.close_lane();
