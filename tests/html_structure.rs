@@ -481,3 +481,32 @@ fn a_tool_name_is_whole_where_there_is_room_and_cut_with_its_full_text_on_hover_
 fn dir_file(beside: &Path, name: &str) -> PathBuf {
     beside.parent().unwrap().join(name)
 }
+
+#[test]
+fn a_wrap_with_no_traffic_draws_only_the_server_s_lanes() {
+    // No requests, no levels, no probes: no lane for any of them, and no axis without data.
+    let dir = tempdir("html-quiet");
+    let html = dir.join("t.html");
+    let out = run_bounded(
+        Command::new(witness())
+            .arg("wrap")
+            .arg("--journal")
+            .arg(dir.join("j.jsonl"))
+            .arg("--html")
+            .arg(&html)
+            .args(["--", "sleep", "0.5"])
+            .stdin(std::process::Stdio::null()),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let page = std::fs::read_to_string(&html).expect("the HTML timeline");
+    assert_readable(&page, "a quiet wrap");
+    let ids = lane_ids(&page);
+    assert!(ids.iter().any(|i| i == "server"), "{ids:?}");
+    for id in &ids {
+        assert!(
+            ["server", "events", "server-rss", "server-cpu"].contains(&id.as_str()),
+            "lane {id:?} in a run with no traffic: {ids:?}"
+        );
+    }
+}
