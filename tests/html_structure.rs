@@ -137,7 +137,9 @@ fn unit_ok(unit: &str, tick: &str) -> bool {
 }
 
 /// Class tokens that lay the picture out and mean nothing a legend must explain.
-const LAYOUT: &[&str] = &["grid", "axis", "chartbg", "levelbg", "alt", "lead", "tp", "lat", "lat-pt"];
+const LAYOUT: &[&str] = &[
+    "grid", "axis", "chartbg", "levelbg", "alt", "lead", "tp", "lat", "lat-pt",
+];
 
 /// Everything a reader needs to read the page's timeline, asserted on its structure.
 fn assert_readable(page: &str, what: &str) {
@@ -165,7 +167,9 @@ fn assert_readable(page: &str, what: &str) {
             l.id
         );
         if l.kind == "value" {
-            let unit = l.unit.unwrap_or_else(|| panic!("{what}: value lane {} names no unit", l.id));
+            let unit = l
+                .unit
+                .unwrap_or_else(|| panic!("{what}: value lane {} names no unit", l.id));
             let ticks: Vec<String> = texts(l.body)
                 .into_iter()
                 .filter(|(tag, _)| tag.starts_with("class=\"tick\""))
@@ -192,7 +196,11 @@ fn assert_readable(page: &str, what: &str) {
                     .is_some_and(|c| !matches!(c, "chartbg" | "grid"))
             })
             .count();
-        assert!(marks > 0, "{what}: lane {} is drawn with nothing in it", l.id);
+        assert!(
+            marks > 0,
+            "{what}: lane {} is drawn with nothing in it",
+            l.id
+        );
     }
 
     // The time axis has a title and ticks, at the top and at the foot.
@@ -351,19 +359,18 @@ fn a_stdio_mcp_run_reads_whole_and_draws_no_http_lane() {
         .collect();
     assert!(cut.is_empty(), "cut where there is room: {cut:?}");
     assert!(!page.contains("phases (n="), "HTTP phases in a stdio run");
-    assert!(!page.contains("connect floor"), "a TCP floor in a stdio run");
+    assert!(
+        !page.contains("connect floor"),
+        "a TCP floor in a stdio run"
+    );
 }
 
 #[test]
 fn a_load_of_a_server_witness_did_not_start_draws_no_empty_server_lanes() {
     // Only --url: the server is the test's, so witness has no process to draw.
     let port = free_port();
-    let _server = Bg::start(Command::new(toy()).args([
-        "--port",
-        &port.to_string(),
-        "--call",
-        "lock:10ms",
-    ]));
+    let _server =
+        Bg::start(Command::new(toy()).args(["--port", &port.to_string(), "--call", "lock:10ms"]));
     wait_listening(port);
     let dir = tempdir("html-url");
     let page = load_html(
@@ -389,7 +396,12 @@ fn a_load_of_a_server_witness_did_not_start_draws_no_empty_server_lanes() {
 fn pictured() -> Vec<String> {
     let path = repo().join("docs/timeline.lanes");
     std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (scripts/timeline-png.sh writes it)", path.display()))
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (scripts/timeline-png.sh writes it)",
+                path.display()
+            )
+        })
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())

@@ -581,29 +581,114 @@ fn legend(o: &mut String, p: &Picture, svg: &str) {
     o.push_str("</p>\n");
 }
 
-/// Each glyph class the timeline can draw: its class, its swatch, what it means.
+/// Each glyph class the timeline can draw: its class, its swatch, what it means. A swatch names
+/// its class last, so `<line class="exit"` finds the picture's exits, never the legend's.
 const GLYPHS: &[(&str, &str, &str)] = &[
-    ("band", "<rect class=\"band\" x=\"1\" y=\"3\" width=\"14\" height=\"8\" rx=\"2\"/>", "server process, start to end"),
-    ("gone", "<rect class=\"band gone\" x=\"1\" y=\"3\" width=\"14\" height=\"8\" rx=\"2\"/>", "process that ended unasked"),
-    ("level", "<rect class=\"level\" x=\"1\" y=\"3\" width=\"14\" height=\"8\"/>", "load level"),
-    ("skipped", "<rect class=\"level skipped\" x=\"1\" y=\"3\" width=\"14\" height=\"8\"/>", "level skipped"),
-    ("exit", "<line class=\"exit\" x1=\"8\" x2=\"8\" y1=\"0\" y2=\"14\"/>", "process exit"),
-    ("asked", "<line class=\"exit asked\" x1=\"8\" x2=\"8\" y1=\"0\" y2=\"14\"/>", "exit witness asked for"),
-    ("deadline", "<line class=\"deadline\" x1=\"8\" x2=\"8\" y1=\"0\" y2=\"14\"/>", "suspected timer deadline"),
-    ("g-spawn", "<path class=\"g-spawn\" d=\"M4 2l8 5-8 5z\"/>", "start"),
-    ("g-ready", "<circle class=\"g-ready\" cx=\"8\" cy=\"7\" r=\"4.5\"/>", "ready"),
-    ("g-restart", "<circle class=\"g-restart\" cx=\"8\" cy=\"7\" r=\"4.5\"/>", "restart"),
-    ("g-log", "<path class=\"g-log\" d=\"M8 2l5 5-5 5-5-5z\"/>", "log line matched"),
-    ("g-signal", "<circle class=\"g-signal\" cx=\"8\" cy=\"7\" r=\"4.5\"/>", "signal sent"),
-    ("g-fault", "<circle class=\"g-fault\" cx=\"8\" cy=\"7\" r=\"4.5\"/>", "fault injected"),
-    ("g-leak", "<circle class=\"g-leak\" cx=\"8\" cy=\"7\" r=\"4.5\"/>", "leak"),
-    ("g-note", "<circle class=\"g-note\" cx=\"8\" cy=\"7\" r=\"4.5\"/>", "note"),
-    ("bad", "<circle class=\"g-note bad\" cx=\"8\" cy=\"7\" r=\"4.5\"/>", "red mark: went wrong"),
-    ("probe-ok", "<circle class=\"probe-ok\" cx=\"8\" cy=\"7\" r=\"4\"/>", "health probe ok"),
-    ("probe-bad", "<circle class=\"probe-bad\" cx=\"8\" cy=\"7\" r=\"4\"/>", "health probe failed"),
-    ("p50", "<line class=\"lat p50\" x1=\"1\" x2=\"15\" y1=\"7\" y2=\"7\"/>", "p50"),
-    ("p99", "<line class=\"lat p99\" x1=\"1\" x2=\"15\" y1=\"7\" y2=\"7\"/>", "p99"),
-    ("series", "<polyline class=\"series\" points=\"1,11 6,6 10,8 15,3\"/>", "resource sampled"),
+    (
+        "band",
+        "<rect x=\"1\" y=\"3\" width=\"14\" height=\"8\" rx=\"2\" class=\"band\"/>",
+        "server process, start to end",
+    ),
+    (
+        "gone",
+        "<rect x=\"1\" y=\"3\" width=\"14\" height=\"8\" rx=\"2\" class=\"band gone\"/>",
+        "process that ended unasked",
+    ),
+    (
+        "level",
+        "<rect x=\"1\" y=\"3\" width=\"14\" height=\"8\" class=\"level\"/>",
+        "load level",
+    ),
+    (
+        "skipped",
+        "<rect x=\"1\" y=\"3\" width=\"14\" height=\"8\" class=\"level skipped\"/>",
+        "level skipped",
+    ),
+    (
+        "exit",
+        "<line x1=\"8\" x2=\"8\" y1=\"0\" y2=\"14\" class=\"exit\"/>",
+        "process exit",
+    ),
+    (
+        "asked",
+        "<line x1=\"8\" x2=\"8\" y1=\"0\" y2=\"14\" class=\"exit asked\"/>",
+        "exit witness asked for",
+    ),
+    (
+        "deadline",
+        "<line x1=\"8\" x2=\"8\" y1=\"0\" y2=\"14\" class=\"deadline\"/>",
+        "suspected timer deadline",
+    ),
+    (
+        "g-spawn",
+        "<path d=\"M4 2l8 5-8 5z\" class=\"g-spawn\"/>",
+        "start",
+    ),
+    (
+        "g-ready",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-ready\"/>",
+        "ready",
+    ),
+    (
+        "g-restart",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-restart\"/>",
+        "restart",
+    ),
+    (
+        "g-log",
+        "<path d=\"M8 2l5 5-5 5-5-5z\" class=\"g-log\"/>",
+        "log line matched",
+    ),
+    (
+        "g-signal",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-signal\"/>",
+        "signal sent",
+    ),
+    (
+        "g-fault",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-fault\"/>",
+        "fault injected",
+    ),
+    (
+        "g-leak",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-leak\"/>",
+        "leak",
+    ),
+    (
+        "g-note",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-note\"/>",
+        "note",
+    ),
+    (
+        "bad",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-note bad\"/>",
+        "red mark: went wrong",
+    ),
+    (
+        "probe-ok",
+        "<circle cx=\"8\" cy=\"7\" r=\"4\" class=\"probe-ok\"/>",
+        "health probe ok",
+    ),
+    (
+        "probe-bad",
+        "<circle cx=\"8\" cy=\"7\" r=\"4\" class=\"probe-bad\"/>",
+        "health probe failed",
+    ),
+    (
+        "p50",
+        "<line x1=\"1\" x2=\"15\" y1=\"7\" y2=\"7\" class=\"lat p50\"/>",
+        "p50",
+    ),
+    (
+        "p99",
+        "<line x1=\"1\" x2=\"15\" y1=\"7\" y2=\"7\" class=\"lat p99\"/>",
+        "p99",
+    ),
+    (
+        "series",
+        "<polyline points=\"1,11 6,6 10,8 15,3\" class=\"series\"/>",
+        "resource sampled",
+    ),
 ];
 
 /// Every class token on the page's drawn shapes (the glyphs the legend has to explain).
@@ -2265,6 +2350,65 @@ mod tests {
         assert_eq!(lat_label(0.0001), "100µs");
         assert_eq!(nice_ceil(37.0), 50.0);
         assert_eq!(decades(0.004, 2.1), (1e-3, 10.0));
+    }
+
+    #[test]
+    fn decade_labels_are_thinned_to_their_width_and_the_ends_read_inwards() {
+        // Nine decades on 200 px: every label would touch its neighbour, so every other goes.
+        let labels = decade_labels(1e-6, 1e3, |v| (v.log10() + 6.0) / 9.0 * 200.0);
+        assert_eq!(labels[0].1, "1µs");
+        assert_eq!(labels[0].2, "start");
+        assert!(labels.len() < 10, "{labels:?}");
+        for w in labels.windows(2) {
+            let width = w[0].1.chars().count().max(w[1].1.chars().count()) as f64 * SUB_PX;
+            assert!(w[1].0 - w[0].0 >= width, "{labels:?}");
+        }
+        // Two decades have room: both labelled, each read from the plot's edge inwards.
+        let two = decade_labels(1.0, 10.0, |v| v.log10() * 300.0);
+        let anchors: Vec<_> = two.iter().map(|l| (l.1.as_str(), l.2)).collect();
+        assert_eq!(anchors, [("1s", "start"), ("10s", "end")]);
+    }
+
+    #[test]
+    fn names_fit_their_room_or_carry_their_whole_text() {
+        assert_eq!(fitted("concurrency 8", 200.0, NAME_PX), "concurrency 8");
+        let cut = fitted("tools/call get_current_weather", 100.0, NAME_PX);
+        assert!(
+            cut.starts_with("<title>tools/call get_current_weather</title>tools/call")
+                && cut.ends_with('…'),
+            "{cut}"
+        );
+        assert_eq!(slug("server RSS"), "server-rss");
+        assert_eq!(slug("GPU0 memory (server)"), "gpu0-memory-server");
+        assert_eq!(slug("concurrency 8"), "concurrency-8");
+    }
+
+    #[test]
+    fn the_legend_explains_the_glyphs_drawn_and_only_those() {
+        let html = page(&seed_like());
+        let legend = html
+            .split("id=\"legend\">")
+            .nth(1)
+            .unwrap()
+            .split("</p>")
+            .next()
+            .unwrap();
+        for g in [
+            "data-glyph=\"exit\"",
+            "data-glyph=\"deadline\"",
+            "data-glyph=\"g-log\"",
+            "data-glyph=\"g-spawn\"",
+        ] {
+            assert!(legend.contains(g), "{g} missing: {legend}");
+        }
+        assert!(
+            !legend.contains("data-glyph=\"probe-bad\""),
+            "no failed probe was drawn"
+        );
+        assert!(
+            !legend.contains("data-glyph=\"g-fault\""),
+            "no fault was drawn"
+        );
     }
 
     #[test]
