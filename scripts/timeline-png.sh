@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/timeline.png (the README's picture) from exactly what scripts/demo.sh runs: the
-# demo writes its HTML timeline, headless Chromium takes the screenshot. Beside the picture it writes
+# demo writes its HTML timeline, headless Chromium takes the screenshot (1400 px wide, tall enough for
+# the whole timeline under the verdict). Beside the picture it writes
 # the lanes the picture shows (OUT.lanes, one lane id per line, read from the HTML it screenshotted):
 # tests/html_structure.rs fails when the demo's HTML loses one of them.
 # Usage: scripts/timeline-png.sh [OUT.png]   (PORT is passed on to the demo)
@@ -22,7 +23,7 @@ if [ "$code" -ne 1 ]; then
 fi
 "$chromium" --headless --disable-gpu --no-sandbox --hide-scrollbars \
   --user-data-dir="$dir/profile" --virtual-time-budget=2000 \
-  --window-size=1400,900 --screenshot="$dir/timeline.png" "file://$dir/witness-report.html" \
+  --window-size=1400,1400 --screenshot="$dir/timeline.png" "file://$dir/witness-report.html" \
   2>"$dir/chromium.log" || { cat "$dir/chromium.log" >&2; exit 1; }
 [ -s "$dir/timeline.png" ] || { echo "timeline-png: chromium wrote no screenshot" >&2; cat "$dir/chromium.log" >&2; exit 1; }
 grep -o 'class="lane" data-lane="[^"]*"' "$dir/witness-report.html" | sed 's/.*data-lane="//; s/"$//' >"$dir/lanes"
