@@ -61,7 +61,7 @@ svg .lane{font-weight:600}svg .sub{fill:#666;font-size:10px}
 .series{fill:none;stroke:#2f6db5;stroke-width:1.2}.chartbg{fill:#fafbfc;stroke:#e3e6ea}
 .probe-ok{fill:#3a9a5b}.probe-bad{fill:#d1343a}
 .g-log{fill:#e69b00}.g-restart{fill:#2f6db5}.g-spawn,.g-ready{fill:#3a9a5b}.g-signal,.g-fault,.g-leak,.g-note{fill:#5b6675}circle.bad,path.bad{fill:#b3261e}
-.wide{overflow-x:auto}.wide svg{min-width:1000px}
+.wide{overflow-x:auto}.wide svg{min-width:800px}
 .legend svg.sw{display:inline-block;border:0;margin:0 4px 0 0;vertical-align:-2px;min-width:0;max-width:none}
 svg .axis-title{fill:#5b6675;font-size:10px;font-style:italic}
 #cursor{stroke:#1d2330;stroke-width:.6;pointer-events:none}#cursor-t{font-weight:600}
