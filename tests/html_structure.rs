@@ -366,8 +366,8 @@ fn a_stdio_mcp_run_reads_whole_and_draws_no_http_lane() {
 }
 
 #[test]
-fn a_load_of_a_server_witness_did_not_start_draws_no_empty_server_lanes() {
-    // Only --url: the server is the test's, so witness has no process to draw.
+fn a_load_given_only_a_url_reads_whole() {
+    // Only --url: the server is the test's (witness finds it by its port).
     let port = free_port();
     let _server =
         Bg::start(Command::new(toy()).args(["--port", &port.to_string(), "--call", "lock:10ms"]));
