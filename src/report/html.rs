@@ -23,7 +23,6 @@ impl View for Html {
 }
 
 const WIDTH: f64 = 1200.0;
-const GUTTER: f64 = 150.0;
 const RIGHT: f64 = 24.0;
 const LABEL_ROWS: usize = 4;
 const LABEL_ROW_H: f64 = 14.0;
@@ -61,7 +60,10 @@ svg .lane{font-weight:600}svg .sub{fill:#666;font-size:10px}
 .levelbg{fill:#f4f6fb}.levelbg.alt{fill:#e9edf6}.level{fill:#dfe5f2;stroke:#9fb0d0}.level.skipped{fill:#f2cfd1}
 .series{fill:none;stroke:#2f6db5;stroke-width:1.2}.chartbg{fill:#fafbfc;stroke:#e3e6ea}
 .probe-ok{fill:#3a9a5b}.probe-bad{fill:#d1343a}
-.g-log{fill:#e69b00}.g-restart{fill:#2f6db5}.g-spawn{fill:#3a9a5b}.g-other{fill:#5b6675}.g-bad{fill:#b3261e}
+.g-log{fill:#e69b00}.g-restart{fill:#2f6db5}.g-spawn,.g-ready{fill:#3a9a5b}.g-signal,.g-fault,.g-leak,.g-note{fill:#5b6675}circle.bad,path.bad{fill:#b3261e}
+.wide{overflow-x:auto}.wide svg{min-width:800px}
+.legend svg.sw{display:inline-block;border:0;margin:0 4px 0 0;vertical-align:-2px;min-width:0;max-width:none}
+svg .axis-title{fill:#5b6675;font-size:10px;font-style:italic}
 #cursor{stroke:#1d2330;stroke-width:.6;pointer-events:none}#cursor-t{font-weight:600}
 svg .tick{fill:#5b6675;font-size:10px}.lat{fill:none;stroke-width:1.4}.lat.p50{stroke:#2f6db5}.lat.p99{stroke:#d1343a}
 .lat-name{font-size:10px;font-weight:600}.lat-name.p50{fill:#2f6db5}.lat-name.p99{fill:#d1343a}.lat-pt{fill:#d1343a}.lat-pt.p50{fill:#2f6db5}
@@ -107,8 +109,9 @@ pub fn page(a: &Analysis) -> String {
         // A load run's verdict table already counts its requests per level.
         groups_table(&mut o, p);
     }
-    legend(&mut o, p);
-    o.push_str(&chart(a));
+    let timeline = chart(a);
+    legend(&mut o, p, &timeline);
+    o.push_str(&timeline);
     o.push('\n');
     distributions(&mut o, a);
     lifecycle_table(&mut o, a);
@@ -546,25 +549,162 @@ fn groups_table(o: &mut String, p: &Picture) {
     }
 }
 
-fn legend(o: &mut String, p: &Picture) {
-    o.push_str("<h2>Timeline</h2>\n<p class=\"legend\">");
+/// The legend: the four outcome colours with their counts, then a swatch and its meaning for each
+/// glyph the timeline draws (and only those), drawn with the picture's own classes.
+fn legend(o: &mut String, p: &Picture, svg: &str) {
+    o.push_str("<h2>Timeline</h2>\n<p class=\"legend\" id=\"legend\">");
     for c in Class::ALL {
         let _ = write!(
             o,
-            "<span><i style=\"background:{}\"></i>{} {}</span>",
+            "<span data-glyph=\"{}\"><i style=\"background:{}\"></i>{} {}</span>",
+            CLASS_CSS[c.index()],
             CLASS_COLOUR[c.index()],
             c.label(),
             p.totals[c.index()]
         );
     }
-    o.push_str("<span><i style=\"background:#b3261e;width:3px\"></i>process exit</span>");
-    o.push_str("<span><i style=\"background:repeating-linear-gradient(#8a1538 0 4px,#fff 4px 6px);width:3px\"></i>suspected timer deadline</span>");
+    let used = classes_in(svg);
+    for (class, shape, words) in GLYPHS {
+        if !used.contains(class) {
+            continue;
+        }
+        let _ = write!(
+            o,
+            "<span data-glyph=\"{class}\"><svg class=\"sw\" width=\"16\" height=\"14\" viewBox=\"0 0 16 14\">{shape}</svg>{words}</span>"
+        );
+    }
     if p.aggregate.is_some() {
         o.push_str("<span>(more than 10,000 requests: each lane shows completions per time bucket, stacked by outcome)</span>");
     } else {
         o.push_str("<span>(hover a bar for its request)</span>");
     }
     o.push_str("</p>\n");
+}
+
+/// Each glyph class the timeline can draw: its class, its swatch, what it means. A swatch names
+/// its class last, so `<line class="exit"` finds the picture's exits, never the legend's.
+const GLYPHS: &[(&str, &str, &str)] = &[
+    (
+        "band",
+        "<rect x=\"1\" y=\"3\" width=\"14\" height=\"8\" rx=\"2\" class=\"band\"/>",
+        "server process, start to end",
+    ),
+    (
+        "gone",
+        "<rect x=\"1\" y=\"3\" width=\"14\" height=\"8\" rx=\"2\" class=\"band gone\"/>",
+        "process that ended unasked",
+    ),
+    (
+        "level",
+        "<rect x=\"1\" y=\"3\" width=\"14\" height=\"8\" class=\"level\"/>",
+        "load level",
+    ),
+    (
+        "skipped",
+        "<rect x=\"1\" y=\"3\" width=\"14\" height=\"8\" class=\"level skipped\"/>",
+        "level skipped",
+    ),
+    (
+        "exit",
+        "<line x1=\"8\" x2=\"8\" y1=\"0\" y2=\"14\" class=\"exit\"/>",
+        "process exit",
+    ),
+    (
+        "asked",
+        "<line x1=\"8\" x2=\"8\" y1=\"0\" y2=\"14\" class=\"exit asked\"/>",
+        "exit witness asked for",
+    ),
+    (
+        "deadline",
+        "<line x1=\"8\" x2=\"8\" y1=\"0\" y2=\"14\" class=\"deadline\"/>",
+        "suspected timer deadline",
+    ),
+    (
+        "g-spawn",
+        "<path d=\"M4 2l8 5-8 5z\" class=\"g-spawn\"/>",
+        "start",
+    ),
+    (
+        "g-ready",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-ready\"/>",
+        "ready",
+    ),
+    (
+        "g-restart",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-restart\"/>",
+        "restart",
+    ),
+    (
+        "g-log",
+        "<path d=\"M8 2l5 5-5 5-5-5z\" class=\"g-log\"/>",
+        "log line matched",
+    ),
+    (
+        "g-signal",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-signal\"/>",
+        "signal sent",
+    ),
+    (
+        "g-fault",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-fault\"/>",
+        "fault injected",
+    ),
+    (
+        "g-leak",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-leak\"/>",
+        "leak",
+    ),
+    (
+        "g-note",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-note\"/>",
+        "note",
+    ),
+    (
+        "bad",
+        "<circle cx=\"8\" cy=\"7\" r=\"4.5\" class=\"g-note bad\"/>",
+        "red mark: went wrong",
+    ),
+    (
+        "probe-ok",
+        "<circle cx=\"8\" cy=\"7\" r=\"4\" class=\"probe-ok\"/>",
+        "health probe ok",
+    ),
+    (
+        "probe-bad",
+        "<circle cx=\"8\" cy=\"7\" r=\"4\" class=\"probe-bad\"/>",
+        "health probe failed",
+    ),
+    (
+        "p50",
+        "<line x1=\"1\" x2=\"15\" y1=\"7\" y2=\"7\" class=\"lat p50\"/>",
+        "p50",
+    ),
+    (
+        "p99",
+        "<line x1=\"1\" x2=\"15\" y1=\"7\" y2=\"7\" class=\"lat p99\"/>",
+        "p99",
+    ),
+    (
+        "series",
+        "<polyline points=\"1,11 6,6 10,8 15,3\" class=\"series\"/>",
+        "resource sampled",
+    ),
+];
+
+/// Every class token on the page's drawn shapes (the glyphs the legend has to explain).
+fn classes_in(svg: &str) -> std::collections::BTreeSet<&str> {
+    let mut out = std::collections::BTreeSet::new();
+    for tag in ["<rect ", "<line ", "<circle ", "<path ", "<polyline "] {
+        for part in svg.split(tag).skip(1) {
+            if let Some(v) = part
+                .strip_prefix("class=\"")
+                .and_then(|r| r.split('"').next())
+            {
+                out.extend(v.split_whitespace());
+            }
+        }
+    }
+    out
 }
 
 fn lifecycle_table(o: &mut String, a: &Analysis) {
@@ -607,27 +747,164 @@ struct Canvas {
     end_s: f64,
     y: f64,
     body: String,
+    /// The left column for lane names and scales: as wide as the longest name needs, within bounds.
+    gutter: f64,
 }
 
 impl Canvas {
     fn x(&self, t: f64) -> f64 {
-        GUTTER + (t / self.end_s).clamp(0.0, 1.0) * (WIDTH - GUTTER - RIGHT)
+        self.gutter + (t / self.end_s).clamp(0.0, 1.0) * self.plot_w()
     }
-    fn lane_label(&mut self, y: f64, name: &str, sub: &str) {
+    fn plot_w(&self) -> f64 {
+        WIDTH - self.gutter - RIGHT
+    }
+    /// Opens a lane's group, `<g class="lane" data-lane="ID">`, with its name and its axis title
+    /// (what the rows or the values are, with the unit) in the gutter. A value lane (`unit` given)
+    /// leaves room on the gutter's right for its scale. Close it with [`Canvas::close_lane`].
+    fn open_lane(&mut self, y: f64, id: &str, name: &str, axis: &str, unit: Option<&str>) {
+        let _ = write!(
+            self.body,
+            "<g class=\"lane\" data-lane=\"{}\" data-kind=\"{}\"{}>",
+            esc(id),
+            if unit.is_some() { "value" } else { "rows" },
+            unit.map(|u| format!(" data-unit=\"{}\"", esc(u)))
+                .unwrap_or_default()
+        );
+        let room = self.gutter - 12.0 - if unit.is_some() { TICK_W } else { 0.0 };
         let _ = write!(
             self.body,
             "<text class=\"lane\" x=\"8\" y=\"{:.1}\">{}</text>",
             y + 12.0,
-            esc(&clip(name, 22))
+            fitted(name, room, NAME_PX)
         );
-        if !sub.is_empty() {
+        // The axis title, a line or two under the name.
+        for (i, line) in axis.lines().enumerate() {
             let _ = write!(
                 self.body,
-                "<text class=\"sub\" x=\"8\" y=\"{:.1}\">{}</text>",
-                y + 24.0,
-                esc(sub)
+                "<text class=\"sub lane-axis\" x=\"8\" y=\"{:.1}\">{}</text>",
+                y + 24.0 + 11.0 * i as f64,
+                fitted(line, room, SUB_PX)
             );
         }
+    }
+    fn close_lane(&mut self) {
+        self.body.push_str("</g>");
+    }
+    /// A value lane's scale: a tick label right-aligned against the plot, kept inside the lane
+    /// (`top`..`bottom`) so it never reads as the neighbour's.
+    fn scale_tick(&mut self, y: f64, top: f64, bottom: f64, label: &str) {
+        let _ = write!(
+            self.body,
+            "<line class=\"grid\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            self.gutter,
+            WIDTH - RIGHT,
+            self.gutter - 4.0,
+            (y + 3.5).clamp(top + 8.0, bottom - 1.0),
+            esc(label)
+        );
+    }
+    /// The time axis: a tick label per step and its title at the gutter's left.
+    fn time_axis(&mut self, ticks: &[f64], y: f64, id: &str) {
+        let step = ticks.get(1).copied().unwrap_or(1.0);
+        let _ = write!(
+            self.body,
+            "<g class=\"time-axis\" id=\"{id}\"><text class=\"axis-title\" x=\"8\" y=\"{:.1}\">{TIME_AXIS_TITLE}</text>",
+            y + 12.0
+        );
+        for &t in ticks {
+            let _ = write!(
+                self.body,
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                self.x(t),
+                y + 12.0,
+                tick_label(t, step)
+            );
+        }
+        self.body.push_str("</g>");
+    }
+}
+
+/// The time axis's title, at the top of the timeline and at its foot.
+const TIME_AXIS_TITLE: &str = "seconds since start";
+/// The gutter's bounds: names wider than the widest are cut, with their full text on hover.
+const GUTTER_MIN: f64 = 190.0;
+const GUTTER_MAX: f64 = 340.0;
+/// The room a value lane's scale takes on the gutter's right ("66.1 MiB", "200/s").
+const TICK_W: f64 = 50.0;
+/// About how wide one character is: a lane name (11 px, bold), a sub line or a tick (10 px).
+const NAME_PX: f64 = 6.9;
+const SUB_PX: f64 = 6.0;
+
+/// `s` escaped, cut to fit `room` pixels at `px` per character; a cut text carries its full text
+/// in a `<title>`, so hovering it reads the whole name.
+fn fitted(s: &str, room: f64, px: f64) -> String {
+    let n = ((room / px).floor() as usize).max(4);
+    if s.chars().count() <= n {
+        esc(s)
+    } else {
+        format!("<title>{}</title>{}", esc(s), esc(&clip(s, n)))
+    }
+}
+
+/// A lane's id in the page (`data-lane`): its name, lower case, words joined by '-'.
+fn slug(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars().flat_map(char::to_lowercase) {
+        if ch.is_alphanumeric() {
+            o.push(ch);
+        } else if !o.is_empty() && !o.ends_with('-') {
+            o.push('-');
+        }
+    }
+    o.trim_end_matches('-').to_string()
+}
+
+/// The gutter that shows every lane's name and axis title whole, within [GUTTER_MIN, GUTTER_MAX].
+fn gutter_for(p: &Picture) -> f64 {
+    let width = |s: &str, px: f64| s.chars().count() as f64 * px;
+    // A value lane's name shares its line with the scale; a lane of requests has the gutter whole.
+    let values = p
+        .series
+        .iter()
+        .map(|s| width(&s.name, NAME_PX) + TICK_W)
+        .fold(0.0, f64::max);
+    let rows = p
+        .groups
+        .iter()
+        .map(|g| width(&lane_name(g), NAME_PX).max(width(&lane_sub(p, g), SUB_PX)))
+        .fold(0.0, f64::max);
+    (values.max(rows) + 16.0).clamp(GUTTER_MIN, GUTTER_MAX)
+}
+
+/// What a lane of requests' rows are: "8 req · 8 workers", "6 calls · one client".
+fn lane_sub(p: &Picture, g: &Group) -> String {
+    let total: u64 = g.counts.iter().sum();
+    let plural = |n: u32, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    match &g.observed {
+        // One client on the stdio relay: its row needs no count.
+        Some(o) if g.rows <= 1 => format!("{} · one {}", calls(total), o.row_is),
+        Some(o) => format!("{} · {}", calls(total), plural(g.rows, &o.row_is)),
+        None => format!(
+            "{total} {} · {}",
+            p.exchange.as_deref().unwrap_or("req"),
+            plural(g.rows, "worker")
+        ),
+    }
+}
+
+/// The marker kinds drawn as glyphs on the events row, by their class.
+fn glyph_class(kind: MarkerKind) -> &'static str {
+    match kind {
+        MarkerKind::Spawn => "g-spawn",
+        MarkerKind::Ready => "g-ready",
+        MarkerKind::Restart => "g-restart",
+        MarkerKind::Log => "g-log",
+        MarkerKind::Signal => "g-signal",
+        MarkerKind::Fault => "g-fault",
+        MarkerKind::Leak => "g-leak",
+        MarkerKind::Note => "g-note",
+        MarkerKind::Exit => "exit",
+        MarkerKind::TimerDeadline => "deadline",
     }
 }
 
@@ -637,42 +914,40 @@ fn chart(a: &Analysis) -> String {
         end_s: p.end_s.max(1e-3),
         y: 0.0,
         body: String::new(),
+        gutter: gutter_for(p),
     };
     // Time axis.
     let ticks = ticks(c.end_s);
     let axis_y = 18.0;
-    let step = ticks.get(1).copied().unwrap_or(1.0);
-    for &t in &ticks {
-        let _ = write!(
-            c.body,
-            "<text x=\"{:.1}\" y=\"12\" text-anchor=\"middle\">{}</text>",
-            c.x(t),
-            tick_label(t, step)
-        );
-    }
+    c.time_axis(&ticks, 0.0, "time-axis");
     let _ = write!(
         c.body,
-        "<line class=\"axis\" x1=\"{GUTTER}\" x2=\"{:.1}\" y1=\"{axis_y}\" y2=\"{axis_y}\"/>",
+        "<line class=\"axis\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{axis_y}\" y2=\"{axis_y}\"/>",
+        c.gutter,
         WIDTH - RIGHT
     );
     c.y = axis_y + 4.0;
 
     // Labels of markers, on rows where they do not collide; the most telling first.
     let labels_top = c.y;
-    c.y += LABEL_ROWS as f64 * LABEL_ROW_H + 4.0;
-    let glyph_y = {
-        // Processes lane first, so the events row sits under the bands.
+    if !p.markers.is_empty() {
+        c.y += LABEL_ROWS as f64 * LABEL_ROW_H + 4.0;
+    }
+    // The server's processes, a bar each, when the journal has any.
+    if !p.bands.is_empty() {
         let top = c.y;
         let rows = p.bands.iter().map(|b| b.row + 1).max().unwrap_or(0);
         let h = ((rows.max(1) as f64) * 18.0).max(28.0);
-        c.lane_label(
+        c.open_lane(
             top,
             "server",
+            "server",
             &format!(
-                "{} process{}",
+                "{} process{} · a bar each",
                 p.bands.len(),
                 if p.bands.len() == 1 { "" } else { "es" }
             ),
+            None,
         );
         for b in &p.bands {
             let y = top + b.row as f64 * 18.0 + 2.0;
@@ -702,155 +977,62 @@ fn chart(a: &Analysis) -> String {
             }
             c.body.push_str("</g>");
         }
+        c.close_lane();
         c.y = top + h + 4.0;
-        let gy = c.y + 8.0;
-        c.lane_label(c.y - 4.0, "events", "");
-        c.y += 20.0;
-        gy
-    };
-
-    // Levels row, and faint bands behind the request lanes.
-    let level_row = if p.levels.is_empty() {
-        None
-    } else {
-        let y = c.y;
-        c.lane_label(y, "levels", "");
-        c.y += 20.0;
-        Some(y)
-    };
-    let lanes_top = c.y;
-    let mut lanes = String::new();
-    if let Some(agg) = &p.aggregate {
-        let mut heading = None;
-        for (gi, g) in p.groups.iter().enumerate() {
-            observed_heading(&mut c, &mut heading, g);
-            let top = c.y;
-            let total: u64 = g.counts.iter().sum();
-            let sub = match &g.observed {
-                Some(_) => calls(total),
-                None => format!(
-                    "{} · {total} {}",
-                    g.name,
-                    p.exchange.as_deref().unwrap_or("req")
-                ),
-            };
-            c.lane_label(top, &lane_name(g), &sub);
-            let peak = agg.counts[gi]
-                .iter()
-                .map(|b| b.iter().sum::<u32>())
-                .max()
-                .unwrap_or(1)
-                .max(1) as f64;
-            let bw = (c.x(agg.bucket_s) - c.x(0.0)).max(1.0);
-            // The bars' scale: the tallest is this many completions in one bucket.
-            let _ = write!(
-                lanes,
-                "<text class=\"sub scale\" x=\"8\" y=\"{:.1}\">bar = {} per {}</text>",
-                top + 36.0,
-                peak as u32,
-                lat_label(agg.bucket_s)
-            );
-            for (bi, b) in agg.counts[gi].iter().enumerate() {
-                let n: u32 = b.iter().sum();
-                if n == 0 {
-                    continue;
-                }
-                let t0 = bi as f64 * agg.bucket_s;
-                let x = c.x(t0);
-                let _ = write!(
-                    lanes,
-                    "<g><title>{}: t={:.2}–{:.2}s: {} ended: {} ok, {} timeout, {} error, {} rejected; longest {}</title>",
-                    esc(&g.name),
-                    t0,
-                    t0 + agg.bucket_s,
-                    n,
-                    b[0],
-                    b[1],
-                    b[2],
-                    b[3],
-                    secs(agg.max_duration_s[gi][bi])
-                );
-                let mut base = top + AGG_LANE_H - 2.0;
-                // Failures on top of the stack, where the eye lands.
-                for ci in [0usize, 3, 1, 2] {
-                    if b[ci] == 0 {
-                        continue;
-                    }
-                    // A few failures among thousands must still show: never thinner than 3 px.
-                    let least = if ci == 0 { 1.0 } else { 3.0 };
-                    let h = (b[ci] as f64 / peak * (AGG_LANE_H - 6.0)).max(least);
-                    base -= h;
-                    let _ = write!(
-                        lanes,
-                        "<rect class=\"{}\" x=\"{x:.1}\" y=\"{base:.1}\" width=\"{bw:.1}\" height=\"{h:.1}\"/>",
-                        CLASS_CSS[ci]
-                    );
-                }
-                lanes.push_str("</g>");
-            }
-            c.y = top + AGG_LANE_H + 4.0;
-        }
-    } else {
-        let mut tops = Vec::new();
-        let mut heading = None;
-        for g in &p.groups {
-            observed_heading(&mut c, &mut heading, g);
-            let rows = g.rows.max(1) as f64;
-            let row_h = (LANE_MAX_H / rows).clamp(2.0, 12.0).floor();
-            let h = (rows * row_h).max(28.0);
-            let total: u64 = g.counts.iter().sum();
-            let plural =
-                |n: u32, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-            let workers = match &g.observed {
-                // One client on the stdio relay: its row needs no count.
-                Some(o) if g.rows <= 1 => format!("{} · one {}", calls(total), o.row_is),
-                Some(o) => format!("{} · {}", calls(total), plural(g.rows, &o.row_is)),
-                None => format!(
-                    "{total} {} · {}",
-                    p.exchange.as_deref().unwrap_or("req"),
-                    plural(g.rows, "worker")
-                ),
-            };
-            c.lane_label(c.y, &lane_name(g), &workers);
-            tops.push((c.y, row_h));
-            c.y += h + 4.0;
-        }
-        for s in &p.spans {
-            let (top, row_h) = tops[s.group];
-            let x0 = c.x(s.start_s);
-            let w = (c.x(s.end_s) - x0).max(1.0);
-            let y = top + s.row as f64 * row_h + 0.5;
-            let what = if s.what.is_empty() { "ok" } else { &s.what };
-            let what = match &p.exchange {
-                Some(x) => format!("{x} {what}"),
-                None => what.to_string(),
-            };
-            let _ = write!(
-                lanes,
-                "<rect class=\"{}\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{:.1}\"><title>#{} worker {}: {} in {} (t={:.3}→{:.3}s)</title></rect>",
-                CLASS_CSS[s.class.index()],
-                (row_h - 1.0).max(1.0),
-                s.id,
-                s.worker,
-                esc(&what),
-                secs(s.end_s - s.start_s),
-                s.start_s,
-                s.end_s
-            );
-        }
     }
-    let lanes_bottom = c.y;
-    if let Some(ly) = level_row {
-        for (i, l) in p.levels.iter().enumerate() {
+    // The events row: a glyph per spawn, restart, log line, signal … (exits and timer deadlines are
+    // lines across the whole picture, drawn last).
+    let glyph_y = c.y + 12.0;
+    let glyph_markers: Vec<_> = p
+        .markers
+        .iter()
+        .filter(|m| !matches!(m.kind, MarkerKind::Exit | MarkerKind::TimerDeadline))
+        .collect();
+    if !glyph_markers.is_empty() {
+        c.open_lane(c.y, "events", "events", "a mark each (legend)", None);
+        for m in &glyph_markers {
+            let x = c.x(m.t_s);
+            let class = format!(
+                "{}{}",
+                glyph_class(m.kind),
+                if m.severity == "bad" { " bad" } else { "" }
+            );
+            let shape = match m.kind {
+                MarkerKind::Log => format!(
+                    "<path class=\"{class}\" d=\"M{x:.1} {:.1}l5 5-5 5-5-5z\"/>",
+                    glyph_y - 5.0
+                ),
+                MarkerKind::Spawn => format!(
+                    "<path class=\"{class}\" d=\"M{x:.1} {:.1}l8 5-8 5z\"/>",
+                    glyph_y - 5.0
+                ),
+                _ => format!(
+                    "<circle class=\"{class}\" cx=\"{x:.1}\" cy=\"{glyph_y:.1}\" r=\"4.5\"/>"
+                ),
+            };
+            let _ = write!(c.body, "<g><title>{}</title>{shape}</g>", esc(&m.text));
+        }
+        c.close_lane();
+        c.y += 30.0;
+    }
+
+    // Levels row; faint bands behind the request lanes go in once the lanes' height is known.
+    if !p.levels.is_empty() {
+        let ly = c.y;
+        c.open_lane(
+            ly,
+            "levels",
+            "levels",
+            if p.levels.iter().any(|l| l.rate.is_some()) {
+                "rate or c = concurrency"
+            } else {
+                "c = concurrency"
+            },
+            None,
+        );
+        for l in &p.levels {
             let x0 = c.x(l.start_s);
             let x1 = c.x(l.end_s.unwrap_or(p.end_s)).max(x0 + 2.0);
-            let _ = write!(
-                c.body,
-                "<rect class=\"levelbg{}\" x=\"{x0:.1}\" y=\"{lanes_top:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>",
-                if i % 2 == 1 { " alt" } else { "" },
-                x1 - x0,
-                (lanes_bottom - lanes_top).max(0.0)
-            );
             let _ = write!(
                 c.body,
                 "<g><title>level {} ({}): t={:.3}s to {}; health before {}, after {}{}{}</title><rect class=\"level{}\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"16\"/>",
@@ -883,20 +1065,182 @@ fn chart(a: &Analysis) -> String {
             }
             c.body.push_str("</g>");
         }
+        c.close_lane();
+        c.y += 30.0;
     }
+    let lanes_top = c.y;
+    let levelbg_at = c.body.len();
+    let mut ids = std::collections::BTreeSet::new();
+    let mut lane_id = |g: &Group| {
+        let base = slug(&lane_name(g));
+        let mut id = base.clone();
+        let mut n = 2;
+        while !ids.insert(id.clone()) {
+            id = format!("{base}-{n}");
+            n += 1;
+        }
+        id
+    };
     let _ = write!(
         c.body,
-        "<g id=\"lanes\" class=\"{}\">{lanes}</g>",
+        "<g id=\"lanes\" class=\"{}\">",
         if p.aggregate.is_some() {
             "agg"
         } else {
             "spans"
         }
     );
+    if let Some(agg) = &p.aggregate {
+        let mut heading = None;
+        for (gi, g) in p.groups.iter().enumerate() {
+            observed_heading(&mut c, &mut heading, g);
+            let top = c.y;
+            let total: u64 = g.counts.iter().sum();
+            let sub = match &g.observed {
+                Some(_) => calls(total),
+                None => format!(
+                    "{} · {total} {}",
+                    g.name,
+                    p.exchange.as_deref().unwrap_or("req")
+                ),
+            };
+            let peak = agg.counts[gi]
+                .iter()
+                .map(|b| b.iter().sum::<u32>())
+                .max()
+                .unwrap_or(1)
+                .max(1) as f64;
+            c.open_lane(top, &lane_id(g), &lane_name(g), &sub, None);
+            // The bars' scale: the tallest is this many completions in one bucket.
+            let _ = write!(
+                c.body,
+                "<text class=\"sub scale\" x=\"8\" y=\"{:.1}\">bar = {} per {}</text>",
+                top + 36.0,
+                peak as u32,
+                lat_label(agg.bucket_s)
+            );
+            let bw = (c.x(agg.bucket_s) - c.x(0.0)).max(1.0);
+            for (bi, b) in agg.counts[gi].iter().enumerate() {
+                let n: u32 = b.iter().sum();
+                if n == 0 {
+                    continue;
+                }
+                let t0 = bi as f64 * agg.bucket_s;
+                let x = c.x(t0);
+                let _ = write!(
+                    c.body,
+                    "<g><title>{}: t={:.2}–{:.2}s: {} ended: {} ok, {} timeout, {} error, {} rejected; longest {}</title>",
+                    esc(&g.name),
+                    t0,
+                    t0 + agg.bucket_s,
+                    n,
+                    b[0],
+                    b[1],
+                    b[2],
+                    b[3],
+                    secs(agg.max_duration_s[gi][bi])
+                );
+                let mut base = top + AGG_LANE_H - 2.0;
+                // Failures on top of the stack, where the eye lands.
+                for ci in [0usize, 3, 1, 2] {
+                    if b[ci] == 0 {
+                        continue;
+                    }
+                    // A few failures among thousands must still show: never thinner than 3 px.
+                    let least = if ci == 0 { 1.0 } else { 3.0 };
+                    let h = (b[ci] as f64 / peak * (AGG_LANE_H - 6.0)).max(least);
+                    base -= h;
+                    let _ = write!(
+                        c.body,
+                        "<rect class=\"{}\" x=\"{x:.1}\" y=\"{base:.1}\" width=\"{bw:.1}\" height=\"{h:.1}\"/>",
+                        CLASS_CSS[ci]
+                    );
+                }
+                c.body.push_str("</g>");
+            }
+            c.close_lane();
+            c.y = top + AGG_LANE_H + 4.0;
+        }
+    } else {
+        // Each lane's bars, drawn inside its group.
+        let mut bars = vec![String::new(); p.groups.len()];
+        let row_h: Vec<f64> = p
+            .groups
+            .iter()
+            .map(|g| (LANE_MAX_H / g.rows.max(1) as f64).clamp(2.0, 12.0).floor())
+            .collect();
+        let mut tops = vec![0.0; p.groups.len()];
+        {
+            // Where each lane starts, as the loop below lays them out (headings included).
+            let mut y = c.y;
+            let mut heading: Option<&str> = None;
+            for (gi, g) in p.groups.iter().enumerate() {
+                let now = g.observed.as_ref().map(|o| o.heading.as_str());
+                if now.is_some() && now != heading {
+                    y += 20.0;
+                }
+                heading = now;
+                tops[gi] = y;
+                y += (g.rows.max(1) as f64 * row_h[gi]).max(28.0) + 4.0;
+            }
+        }
+        for s in &p.spans {
+            let (top, rh) = (tops[s.group], row_h[s.group]);
+            let x0 = c.x(s.start_s);
+            let w = (c.x(s.end_s) - x0).max(1.0);
+            let y = top + s.row as f64 * rh + 0.5;
+            let what = if s.what.is_empty() { "ok" } else { &s.what };
+            let what = match &p.exchange {
+                Some(x) => format!("{x} {what}"),
+                None => what.to_string(),
+            };
+            let _ = write!(
+                bars[s.group],
+                "<rect class=\"{}\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{:.1}\"><title>#{} worker {}: {} in {} (t={:.3}→{:.3}s)</title></rect>",
+                CLASS_CSS[s.class.index()],
+                (rh - 1.0).max(1.0),
+                s.id,
+                s.worker,
+                esc(&what),
+                secs(s.end_s - s.start_s),
+                s.start_s,
+                s.end_s
+            );
+        }
+        let mut heading = None;
+        for (gi, g) in p.groups.iter().enumerate() {
+            observed_heading(&mut c, &mut heading, g);
+            let h = (g.rows.max(1) as f64 * row_h[gi]).max(28.0);
+            let workers = lane_sub(p, g);
+            c.open_lane(c.y, &lane_id(g), &lane_name(g), &workers, None);
+            c.body.push_str(&bars[gi]);
+            c.close_lane();
+            c.y += h + 4.0;
+        }
+    }
+    c.body.push_str("</g>");
+    let lanes_bottom = c.y;
+    if !p.levels.is_empty() {
+        let mut bg = String::from("<g class=\"levelbgs\">");
+        for (i, l) in p.levels.iter().enumerate() {
+            let x0 = c.x(l.start_s);
+            let x1 = c.x(l.end_s.unwrap_or(p.end_s)).max(x0 + 2.0);
+            let _ = write!(
+                bg,
+                "<rect class=\"levelbg{}\" x=\"{x0:.1}\" y=\"{lanes_top:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>",
+                if i % 2 == 1 { " alt" } else { "" },
+                x1 - x0,
+                (lanes_bottom - lanes_top).max(0.0)
+            );
+        }
+        bg.push_str("</g>");
+        c.body.insert_str(levelbg_at, &bg);
+    }
     if p.groups.is_empty() {
         let _ = write!(
             c.body,
-            "<text class=\"sub\" x=\"{GUTTER}\" y=\"{:.1}\">no requests in this journal (wrap records the server's lifecycle; load and soak add requests)</text>",
+            "<text class=\"sub\" x=\"{:.1}\" y=\"{:.1}\">no requests in this journal (wrap records the server's lifecycle; load and soak add requests)</text>",
+            c.gutter,
             c.y + 12.0
         );
         c.y += 20.0;
@@ -908,7 +1252,7 @@ fn chart(a: &Analysis) -> String {
     // Health probes.
     if !p.probes.is_empty() {
         let y = c.y;
-        c.lane_label(y, "health", "");
+        c.open_lane(y, "health", "health", "a dot per probe", None);
         for h in &p.probes {
             let _ = write!(
                 c.body,
@@ -922,7 +1266,8 @@ fn chart(a: &Analysis) -> String {
                 secs(h.duration_s)
             );
         }
-        c.y += 22.0;
+        c.close_lane();
+        c.y += 30.0;
     }
     let markers_bottom = c.y;
 
@@ -931,9 +1276,8 @@ fn chart(a: &Analysis) -> String {
         series_chart(&mut c, s);
     }
 
-    // Markers: glyphs on the events row, full-height lines for exits and timer deadlines, and labels.
-    let mut lines = String::new();
-    let mut glyphs = String::new();
+    // Exits and timer deadlines: lines across the picture, over the lanes they cut.
+    let mut lines = String::from("<g id=\"markers\">");
     for m in &p.markers {
         let x = c.x(m.t_s);
         match m.kind {
@@ -952,57 +1296,47 @@ fn chart(a: &Analysis) -> String {
                     esc(&m.text)
                 );
             }
-            kind => {
-                let class = match kind {
-                    MarkerKind::Log => "g-log",
-                    MarkerKind::Restart => "g-restart",
-                    MarkerKind::Spawn | MarkerKind::Ready if m.severity == "info" => "g-spawn",
-                    _ if m.severity == "bad" => "g-bad",
-                    _ => "g-other",
-                };
-                let shape = match kind {
-                    MarkerKind::Log => format!(
-                        "<path class=\"{class}\" d=\"M{x:.1} {:.1}l5 5-5 5-5-5z\"/>",
-                        glyph_y - 5.0
-                    ),
-                    MarkerKind::Spawn => format!(
-                        "<path class=\"{class}\" d=\"M{x:.1} {:.1}l8 5-8 5z\"/>",
-                        glyph_y - 5.0
-                    ),
-                    _ => format!(
-                        "<circle class=\"{class}\" cx=\"{x:.1}\" cy=\"{glyph_y:.1}\" r=\"4.5\"/>"
-                    ),
-                };
-                let _ = write!(glyphs, "<g><title>{}</title>{shape}</g>", esc(&m.text));
-            }
+            _ => {}
         }
     }
+    lines.push_str("</g>");
     c.body.push_str(&lines);
-    c.body.push_str(&glyphs);
     c.body.push_str(&marker_labels(&c, p, labels_top, glyph_y));
 
+    // The time axis again at the foot, where a reader of the resource charts looks for it.
+    let foot = c.y + 2.0;
+    let _ = write!(
+        c.body,
+        "<line class=\"axis\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{foot:.1}\" y2=\"{foot:.1}\"/>",
+        c.gutter,
+        WIDTH - RIGHT
+    );
+    c.time_axis(&ticks, foot + 2.0, "time-axis-foot");
+    c.y = foot + 20.0;
+
     // Gridlines go under everything: prepend.
-    let height = c.y + 8.0;
+    let height = c.y + 4.0;
     let mut grid = String::new();
     for &t in &ticks {
         let x = c.x(t);
         let _ = write!(
             grid,
-            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{axis_y}\" y2=\"{height:.1}\"/>"
+            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{axis_y}\" y2=\"{foot:.1}\"/>"
         );
     }
     let mut svg = String::with_capacity(c.body.len() + grid.len() + 512);
     let _ = write!(
         svg,
-        "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" data-end-s=\"{}\" data-gutter=\"{GUTTER}\" data-plot-w=\"{}\">",
+        "<div class=\"wide\"><svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" data-end-s=\"{}\" data-gutter=\"{:.1}\" data-plot-w=\"{:.1}\">",
         c.end_s,
-        WIDTH - GUTTER - RIGHT
+        c.gutter,
+        c.plot_w()
     );
     svg.push_str(&grid);
     svg.push_str(&c.body);
     let _ = write!(
         svg,
-        "<line id=\"cursor\" x1=\"-10\" x2=\"-10\" y1=\"{axis_y}\" y2=\"{height:.1}\"/><text id=\"cursor-t\" x=\"-100\" y=\"30\"></text></svg>"
+        "<line id=\"cursor\" x1=\"-10\" x2=\"-10\" y1=\"{axis_y}\" y2=\"{height:.1}\"/><text id=\"cursor-t\" x=\"-100\" y=\"30\"></text></svg></div>"
     );
     svg
 }
@@ -1075,29 +1409,25 @@ fn over_time(c: &mut Canvas, p: &Picture) {
         .fold(0.0, f64::max);
     let top_rate = nice_ceil(peak);
     let top = c.y;
-    c.lane_label(
+    c.open_lane(
         top,
         "throughput",
-        &format!("per {} bucket", lat_label(ot.bucket_s)),
+        "throughput",
+        &format!("completions per s\n{} buckets", lat_label(ot.bucket_s)),
+        Some("/s"),
     );
-    let plot_w = WIDTH - GUTTER - RIGHT;
+    let plot_w = c.plot_w();
     let _ = write!(
         c.body,
-        "<g id=\"throughput\"><rect class=\"chartbg\" x=\"{GUTTER}\" y=\"{top:.1}\" width=\"{plot_w:.1}\" height=\"{RATE_H}\"/>"
+        "<g id=\"throughput\"><rect class=\"chartbg\" x=\"{:.1}\" y=\"{top:.1}\" width=\"{plot_w:.1}\" height=\"{RATE_H}\"/>",
+        c.gutter
     );
     for (v, y) in [
         (top_rate, top),
         (top_rate / 2.0, top + RATE_H / 2.0),
         (0.0, top + RATE_H),
     ] {
-        let _ = write!(
-            c.body,
-            "<line class=\"grid\" x1=\"{GUTTER}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}/s</text>",
-            WIDTH - RIGHT,
-            GUTTER - 4.0,
-            y + 4.0,
-            rate_label(v)
-        );
+        c.scale_tick(y, top, top + RATE_H, &format!("{}/s", rate_label(v)));
     }
     let bw = (c.x(ot.bucket_s) - c.x(0.0)).max(1.0);
     for q in &ot.points {
@@ -1130,6 +1460,7 @@ fn over_time(c: &mut Canvas, p: &Picture) {
         c.body.push_str("</g>");
     }
     c.body.push_str("</g>");
+    c.close_lane();
     c.y = top + RATE_H + 8.0;
 
     // Latency over time: p50 and p99 of the ok requests that ended in each bucket.
@@ -1152,22 +1483,21 @@ fn over_time(c: &mut Canvas, p: &Picture) {
         let f = (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10());
         top + LAT_H - f.clamp(0.0, 1.0) * LAT_H
     };
-    c.lane_label(top, "ok latency", "p50 and p99 per bucket");
+    c.open_lane(
+        top,
+        "latency",
+        "ok latency",
+        "p50 · p99 per bucket\nlog scale",
+        Some("s"),
+    );
     let _ = write!(
         c.body,
-        "<g id=\"latency\"><rect class=\"chartbg\" x=\"{GUTTER}\" y=\"{top:.1}\" width=\"{plot_w:.1}\" height=\"{LAT_H}\"/>"
+        "<g id=\"latency\"><rect class=\"chartbg\" x=\"{:.1}\" y=\"{top:.1}\" width=\"{plot_w:.1}\" height=\"{LAT_H}\"/>",
+        c.gutter
     );
     let mut d = lo;
     while d <= hi * 1.0001 {
-        let y = y_of(d);
-        let _ = write!(
-            c.body,
-            "<line class=\"grid\" x1=\"{GUTTER}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            WIDTH - RIGHT,
-            GUTTER - 4.0,
-            y + 4.0,
-            lat_label(d)
-        );
+        c.scale_tick(y_of(d), top, top + LAT_H, &lat_label(d));
         d *= 10.0;
     }
     for (class, pick, name) in [("p50", 1usize, "p50"), ("p99", 2usize, "p99")] {
@@ -1182,13 +1512,20 @@ fn over_time(c: &mut Canvas, p: &Picture) {
                 "\"><title>{name} of ok latencies per bucket</title></polyline>"
             );
         }
-        if let Some(last) = oks.last() {
-            let v = if pick == 1 { last.1 } else { last.2 };
+    }
+    // The lines' names at their ends, apart when the two ends meet.
+    if let Some(last) = oks.last() {
+        let (mut y50, mut y99) = (y_of(last.1) + 3.0, y_of(last.2) + 3.0);
+        if y50 - y99 < 10.0 {
+            let mid = (y50 + y99) / 2.0;
+            (y50, y99) = (mid + 5.0, mid - 5.0);
+        }
+        let x = (c.x(last.0) + 3.0).min(WIDTH - 18.0);
+        for (class, y) in [("p50", y50), ("p99", y99)] {
             let _ = write!(
                 c.body,
-                "<text class=\"lat-name {class}\" x=\"{:.1}\" y=\"{:.1}\">{name}</text>",
-                (c.x(last.0) + 3.0).min(WIDTH - 18.0),
-                y_of(v) + 3.0
+                "<text class=\"lat-name {class}\" x=\"{x:.1}\" y=\"{:.1}\">{class}</text>",
+                y.clamp(top + 8.0, top + LAT_H - 1.0)
             );
         }
     }
@@ -1201,7 +1538,7 @@ fn over_time(c: &mut Canvas, p: &Picture) {
         );
         let _ = write!(
             c.body,
-            "<circle class=\"lat-pt\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"1.6\"><title>t≈{:.2}s: p50 {}, p99 {}</title></circle>",
+            "<circle class=\"lat-pt p99\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"1.6\"><title>t≈{:.2}s: p50 {}, p99 {}</title></circle>",
             c.x(o.0),
             y_of(o.2),
             o.0,
@@ -1210,6 +1547,7 @@ fn over_time(c: &mut Canvas, p: &Picture) {
         );
     }
     c.body.push_str("</g>");
+    c.close_lane();
     c.y = top + LAT_H + 8.0;
 }
 
@@ -1224,8 +1562,10 @@ fn rate_label(v: f64) -> String {
 }
 
 const DIST_W: f64 = 384.0;
-const DIST_H: f64 = 150.0;
+const DIST_H: f64 = 174.0;
 const DIST_PLOT_H: f64 = 96.0;
+/// The room left of a histogram for its count scale.
+const DIST_LEFT: f64 = 30.0;
 
 /// Per lane, the distribution of its ok latencies: a histogram on a log axis (bins 12 % wide),
 /// p50 and p99 ticked under it, and each timer suspected while the lane ran drawn where it sits,
@@ -1241,14 +1581,55 @@ fn distributions(o: &mut String, a: &Analysis) {
     let height = rows as f64 * DIST_H + 4.0;
     let _ = write!(
         o,
-        "<svg id=\"distributions\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\">"
+        "<div class=\"wide\"><svg id=\"distributions\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\">"
     );
     for (i, d) in p.distributions.iter().enumerate() {
         let ox = (i % per_row) as f64 * (DIST_W + 8.0) + 4.0;
         let oy = (i / per_row) as f64 * DIST_H + 4.0;
         distribution(o, p, d, ox, oy);
     }
-    o.push_str("</svg>\n");
+    o.push_str("</svg></div>\n");
+}
+
+/// The decades a log axis labels, every `k`-th, so that no two labels come closer than their
+/// width: (position, label, anchor). The first label reads rightwards from its line and the last
+/// leftwards, so neither runs past the plot into a neighbour's.
+fn decade_labels(lo: f64, hi: f64, x_of: impl Fn(f64) -> f64) -> Vec<(f64, String, &'static str)> {
+    let mut all = Vec::new();
+    let mut dec = lo;
+    while dec <= hi * 1.0001 {
+        all.push((x_of(dec), lat_label(dec)));
+        dec *= 10.0;
+    }
+    let widest = all
+        .iter()
+        .map(|(_, l)| l.chars().count() as f64 * SUB_PX)
+        .fold(0.0, f64::max);
+    let gap = if all.len() > 1 {
+        (all[all.len() - 1].0 - all[0].0) / (all.len() - 1) as f64
+    } else {
+        f64::INFINITY
+    };
+    // Centred labels need a label's width between centres; the two ends, anchored outwards,
+    // need a little more.
+    let k = (1..=all.len().max(1))
+        .find(|k| gap * *k as f64 >= widest + 8.0)
+        .unwrap_or(all.len().max(1));
+    let last = all.len().saturating_sub(1);
+    all.into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % k == 0)
+        .map(|(i, (x, l))| {
+            let anchor = if i == 0 {
+                "start"
+            } else if i == last {
+                "end"
+            } else {
+                "middle"
+            };
+            (x, l, anchor)
+        })
+        .collect()
 }
 
 fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64) {
@@ -1260,25 +1641,40 @@ fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64)
         .map(|m| m.seconds)
         .fold(f64::INFINITY, f64::min);
     let (lo, hi) = decades(d.min.min(marks_lo), d.max.max(marks_hi));
-    let (x0, x1) = (ox + 8.0, ox + DIST_W - 8.0);
-    let plot_top = oy + 22.0;
+    let (x0, x1) = (ox + DIST_LEFT, ox + DIST_W - 8.0);
+    let plot_top = oy + 32.0;
     let base = plot_top + DIST_PLOT_H;
     let x_of = |v: f64| {
         let f = (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10());
         x0 + f.clamp(0.0, 1.0) * (x1 - x0)
     };
-    let _ = write!(
-        o,
-        "<g class=\"dist\" data-lane=\"{}\"><text class=\"lane\" x=\"{x0:.1}\" y=\"{:.1}\">{}</text><text class=\"sub\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{} ok · p50 {} · p99 {} · max {}</text>",
-        esc(&g.name),
-        oy + 13.0,
-        esc(&clip(&lane_name(g), 24)),
-        x1,
-        oy + 13.0,
+    let summary = format!(
+        "{} ok · p50 {} · p99 {} · max {}",
         d.count,
         pct_label("p50", d.p50, d.count),
         pct_label("p99", d.p99, d.count),
         lat_label(d.max)
+    );
+    // The lane's name and its figures share a line when both fit; else the figures go under it.
+    let summary_w = summary.chars().count() as f64 * SUB_PX;
+    let room = x1 - ox - 8.0;
+    let name = lane_name(g);
+    let (name_room, summary_at, anchor) =
+        if name.chars().count() as f64 * NAME_PX + 10.0 + summary_w <= room {
+            (room - summary_w - 10.0, (x1, oy + 13.0), "end")
+        } else {
+            (room, (ox + 8.0, oy + 25.0), "start")
+        };
+    let _ = write!(
+        o,
+        "<g class=\"dist\" data-lane=\"{}\"><text class=\"lane\" x=\"{:.1}\" y=\"{:.1}\">{}</text><text class=\"sub\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
+        esc(&g.name),
+        ox + 8.0,
+        oy + 13.0,
+        fitted(&name, name_room, NAME_PX),
+        summary_at.0,
+        summary_at.1,
+        esc(&summary)
     );
     let _ = write!(
         o,
@@ -1290,19 +1686,30 @@ fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64)
         let x = x_of(dec);
         let _ = write!(
             o,
-            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{plot_top:.1}\" y2=\"{base:.1}\"/><text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            base + 12.0,
-            lat_label(dec)
+            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{plot_top:.1}\" y2=\"{base:.1}\"/>"
         );
         dec *= 10.0;
     }
+    for (x, label, anchor) in decade_labels(lo, hi, x_of) {
+        let _ = write!(
+            o,
+            "<text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{label}</text>",
+            base + 12.0
+        );
+    }
+    // The count scale, left of the plot: the tallest bar's count and zero.
     let peak = d.bins.iter().map(|b| b.2).max().unwrap_or(1).max(1) as f64;
+    for (y, v) in [(plot_top + 8.0, peak as u32), (base, 0)] {
+        let _ = write!(
+            o,
+            "<text class=\"tick count\" x=\"{:.1}\" y=\"{y:.1}\" text-anchor=\"end\">{v}</text>",
+            x0 - 3.0
+        );
+    }
     let _ = write!(
         o,
-        "<text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-        x0 + 2.0,
-        plot_top + 10.0,
-        peak as u32
+        "<text class=\"sub lane-axis\" x=\"{x0:.1}\" y=\"{:.1}\">ok latency (log) · bar height = requests</text>",
+        base + 37.0
     );
     for &(from, to, n) in &d.bins {
         let (bx0, bx1) = (x_of(from), x_of(to));
@@ -1316,16 +1723,23 @@ fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64)
             lat_label(to)
         );
     }
-    // A percentile of too few requests is no mark on the axis.
-    for (name, v) in [("p50", d.p50), ("p99", d.p99)]
+    // A percentile of too few requests is no mark on the axis; two close marks' names part.
+    let marks: Vec<(&str, f64)> = [("p50", d.p50), ("p99", d.p99)]
         .into_iter()
         .filter(|(name, _)| crate::stats::enough(name, d.count))
-    {
-        let x = x_of(v);
+        .collect();
+    let close = marks.len() == 2 && (x_of(marks[1].1) - x_of(marks[0].1)).abs() < 24.0;
+    for (i, (name, v)) in marks.iter().enumerate() {
+        let x = x_of(*v);
+        let (tx, anchor) = match (close, i) {
+            (true, 0) => (x - 1.0, "end"),
+            (true, _) => (x + 1.0, "start"),
+            _ => (x, "middle"),
+        };
         let _ = write!(
             o,
-            "<path class=\"pct\" d=\"M{x:.1} {base:.1}l-3 5h6z\"><title>{name} {}</title></path><text class=\"tick pct\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{name}</text>",
-            lat_label(v),
+            "<path class=\"pct\" d=\"M{x:.1} {base:.1}l-3 5h6z\"><title>{name} {}</title></path><text class=\"tick pct\" x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{name}</text>",
+            lat_label(*v),
             base + 24.0
         );
     }
@@ -1432,27 +1846,44 @@ fn marker_labels(c: &Canvas, p: &Picture, top: f64, glyph_y: f64) -> String {
 }
 
 fn series_chart(c: &mut Canvas, s: &Series) {
+    // A lane only for a figure that was sampled.
+    if s.points().next().is_none() {
+        return;
+    }
     let top = c.y;
     let max = s.max();
-    c.lane_label(top, &s.name, &format!("max {}", amount(max, s.unit)));
+    let scale = scale_top(max, s.unit);
+    let (unit, word) = match s.unit {
+        Unit::Bytes => ("bytes", "memory"),
+        Unit::Percent => ("%", "percent"),
+        Unit::Count => ("count", "count"),
+        Unit::Celsius => ("°C", "degrees Celsius"),
+        Unit::Watts => ("W", "watts"),
+        Unit::Plain => ("plain", "value"),
+    };
+    c.open_lane(
+        top,
+        &slug(&s.name),
+        &s.name,
+        &format!("{word} · max {}", amount(max, s.unit)),
+        Some(unit),
+    );
     let _ = write!(
         c.body,
-        "<rect class=\"chartbg\" x=\"{GUTTER}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{CHART_H}\"/>",
-        WIDTH - GUTTER - RIGHT
+        "<rect class=\"chartbg\" x=\"{:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{CHART_H}\"/>",
+        c.gutter,
+        c.plot_w()
     );
-    let scale = if max > 0.0 { max * 1.08 } else { 1.0 };
+    let y_of = |v: f64| top + CHART_H - v / scale * (CHART_H - 2.0);
+    c.scale_tick(y_of(scale), top, top + CHART_H, &amount(scale, s.unit));
+    c.scale_tick(y_of(0.0), top, top + CHART_H, "0");
     for seg in &s.segments {
         if seg.is_empty() {
             continue;
         }
         c.body.push_str("<polyline class=\"series\" points=\"");
         for &(t, v) in seg {
-            let _ = write!(
-                c.body,
-                "{:.1},{:.1} ",
-                c.x(t),
-                top + CHART_H - v / scale * (CHART_H - 2.0)
-            );
+            let _ = write!(c.body, "{:.1},{:.1} ", c.x(t), y_of(v));
         }
         let (lt, lv) = seg[seg.len() - 1];
         let _ = write!(
@@ -1462,7 +1893,27 @@ fn series_chart(c: &mut Canvas, s: &Series) {
             amount(lv, s.unit)
         );
     }
+    c.close_lane();
     c.y = top + CHART_H + 6.0;
+}
+
+/// A resource chart's top: a round figure at or above its peak, round in the unit it is read in
+/// (5 MiB, not 5,000,000 bytes).
+fn scale_top(max: f64, unit: Unit) -> f64 {
+    if max <= 0.0 {
+        return 1.0;
+    }
+    match unit {
+        Unit::Bytes => {
+            let div = [1024.0 * 1024.0 * 1024.0, 1024.0 * 1024.0, 1024.0]
+                .into_iter()
+                .find(|d| max >= *d)
+                .unwrap_or(1024.0);
+            nice_ceil(max / div) * div
+        }
+        Unit::Percent if max <= 100.0 && max > 50.0 => 100.0,
+        _ => nice_ceil(max),
+    }
 }
 
 /// A figure with its unit, as a person reads it.
@@ -1899,6 +2350,65 @@ mod tests {
         assert_eq!(lat_label(0.0001), "100µs");
         assert_eq!(nice_ceil(37.0), 50.0);
         assert_eq!(decades(0.004, 2.1), (1e-3, 10.0));
+    }
+
+    #[test]
+    fn decade_labels_are_thinned_to_their_width_and_the_ends_read_inwards() {
+        // Nine decades on 200 px: every label would touch its neighbour, so every other goes.
+        let labels = decade_labels(1e-6, 1e3, |v| (v.log10() + 6.0) / 9.0 * 200.0);
+        assert_eq!(labels[0].1, "1µs");
+        assert_eq!(labels[0].2, "start");
+        assert!(labels.len() < 10, "{labels:?}");
+        for w in labels.windows(2) {
+            let width = w[0].1.chars().count().max(w[1].1.chars().count()) as f64 * SUB_PX;
+            assert!(w[1].0 - w[0].0 >= width, "{labels:?}");
+        }
+        // Two decades have room: both labelled, each read from the plot's edge inwards.
+        let two = decade_labels(1.0, 10.0, |v| v.log10() * 300.0);
+        let anchors: Vec<_> = two.iter().map(|l| (l.1.as_str(), l.2)).collect();
+        assert_eq!(anchors, [("1s", "start"), ("10s", "end")]);
+    }
+
+    #[test]
+    fn names_fit_their_room_or_carry_their_whole_text() {
+        assert_eq!(fitted("concurrency 8", 200.0, NAME_PX), "concurrency 8");
+        let cut = fitted("tools/call get_current_weather", 100.0, NAME_PX);
+        assert!(
+            cut.starts_with("<title>tools/call get_current_weather</title>tools/call")
+                && cut.ends_with('…'),
+            "{cut}"
+        );
+        assert_eq!(slug("server RSS"), "server-rss");
+        assert_eq!(slug("GPU0 memory (server)"), "gpu0-memory-server");
+        assert_eq!(slug("concurrency 8"), "concurrency-8");
+    }
+
+    #[test]
+    fn the_legend_explains_the_glyphs_drawn_and_only_those() {
+        let html = page(&seed_like());
+        let legend = html
+            .split("id=\"legend\">")
+            .nth(1)
+            .unwrap()
+            .split("</p>")
+            .next()
+            .unwrap();
+        for g in [
+            "data-glyph=\"exit\"",
+            "data-glyph=\"deadline\"",
+            "data-glyph=\"g-log\"",
+            "data-glyph=\"g-spawn\"",
+        ] {
+            assert!(legend.contains(g), "{g} missing: {legend}");
+        }
+        assert!(
+            !legend.contains("data-glyph=\"probe-bad\""),
+            "no failed probe was drawn"
+        );
+        assert!(
+            !legend.contains("data-glyph=\"g-fault\""),
+            "no fault was drawn"
+        );
     }
 
     #[test]
