@@ -926,7 +926,7 @@ fn scrub(detail: String, credentials: &[String]) -> String {
 }
 
 /// Header names whose values are credentials.
-fn is_credential(name: &str) -> bool {
+pub fn is_credential(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     matches!(
         n.as_str(),
