@@ -4,6 +4,7 @@
 //! exchange into the same journal record the load driver writes (journal/observed.rs names it).
 
 pub mod proxy;
+pub mod record;
 pub mod relay;
 
 /// The id of the next observed exchange: one counter for the relay and the proxy, so the records of
