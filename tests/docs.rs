@@ -575,6 +575,7 @@ fn load_and_wrap_help_put_each_option_under_its_heading() {
             "TLS",
             "Resources (sampling)",
             "Client traffic (MCP stdio relay, HTTP proxy)",
+            "Recording the session",
         ],
         "{wrap:#?}"
     );
@@ -584,6 +585,15 @@ fn load_and_wrap_help_put_each_option_under_its_heading() {
         &["--stdin", "--proxy"]
     );
     assert!(!under("Container target (Docker)").contains(&"--stdin".to_string()));
+    assert_eq!(
+        under("Recording the session"),
+        &[
+            "--record",
+            "--record-max",
+            "--record-body-max",
+            "--record-mask-key"
+        ]
+    );
 }
 
 /// The glossary's words, defined once in the guide and once in `load --help`.

@@ -45,10 +45,10 @@ use tokio::sync::watch;
 use crate::journal::observed::{Observed, Via, PROXY_ANSWERED};
 use crate::journal::{ErrorKind, Event, Journal, Outcome, TimeoutPhase};
 use crate::load::outcome::{body_start, classify_response, Rejection};
-use crate::units::ProxySpec;
 use crate::observe::record::write::Draft;
 use crate::observe::record::HarRecorder;
 use crate::secrets::is_credential;
+use crate::units::ProxySpec;
 
 /// At most this much of a JSON-RPC request or answer is copied to be read (the bytes all pass).
 const RPC_COPY: usize = 1024 * 1024;
