@@ -3,6 +3,7 @@
 pub mod gpu;
 pub mod load;
 pub mod mcp;
+pub mod replay;
 pub mod report;
 pub mod soak;
 pub mod wrap;

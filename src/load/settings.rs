@@ -26,6 +26,8 @@ pub struct LadderConfig {
     pub http2: Option<u32>,
     /// Open-loop levels (`--rates`): how their schedules are made.
     pub open: Option<OpenConfig>,
+    /// `witness replay`: the recording each level plays, at the level's speed (its "rate").
+    pub replay: Option<std::sync::Arc<super::replay::Replay>>,
 }
 
 /// How the sends of a rate level are spaced.
