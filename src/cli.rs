@@ -331,9 +331,35 @@ pub struct WrapArgs {
     /// the server (the client still speaks plain HTTP to LISTEN).
     #[arg(long, value_parser = parse_proxy, value_name = "LISTEN=UPSTREAM")]
     pub proxy: Option<ProxySpec>,
+    #[command(flatten)]
+    pub record: RecordArgs,
     /// The server to run, after `--` (with --image: the container's command).
     #[arg(last = true, required_unless_present_any = ["image", "container"], value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `wrap --record FILE` and its bounds.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Recording the session")]
+pub struct RecordArgs {
+    /// Write the session that passes to FILE as it goes, so `witness replay` can play it again:
+    /// over stdio, every JSON-RPC message the client sends with its offset and the server's
+    /// answers (JSONL); through --proxy, every HTTP exchange (HAR 1.2). Credential headers, the
+    /// run's secrets and the values of JSON keys naming a secret (token, password, secret,
+    /// api_key, authorization, …) are masked.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<std::path::PathBuf>,
+    /// The recording's cap: past it, messages are counted, not kept, and a note says how many.
+    #[arg(long, value_parser = crate::units::parse_size, default_value = "64MiB", value_name = "SIZE", requires = "record")]
+    pub record_max: u64,
+    /// The most of one answer's result (stdio) or one HTTP body (HAR) that is kept; a longer one
+    /// is marked as cut.
+    #[arg(long, value_parser = crate::units::parse_size, default_value = "256KiB", value_name = "SIZE", requires = "record")]
+    pub record_body_max: u64,
+    /// Also mask the values of JSON keys (and headers, query parameters) named NAME, matched
+    /// case-insensitively and as a part of a key (`pin` masks `user_pin`). Repeatable.
+    #[arg(long = "record-mask-key", value_name = "NAME", requires = "record")]
+    pub record_mask_key: Vec<String>,
 }
 
 /// `wrap --stdin`: how the child's stdin and stdout meet witness's.

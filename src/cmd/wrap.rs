@@ -12,8 +12,9 @@ use tokio::sync::watch;
 
 use super::TargetConfig;
 use super::{build_target, check_outputs, open_journal, target_config, Signals};
-use crate::cli::{StdinMode, WrapArgs};
+use crate::cli::{RecordArgs, StdinMode, WrapArgs};
 use crate::journal::{Event, Settings};
+use crate::observe::record::{HarRecorder, Settings as RecordSettings, StdioRecorder};
 use crate::observe::relay::Relay;
 use crate::sample::{spawn_sampling, PidSource};
 use crate::server::process::{Control, State};
@@ -45,21 +46,40 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         }
     }
     check_outputs(&args.output)?;
+    let record = record_settings(&args.record)?;
+    if record.is_some() && pipes.is_none() && args.proxy.is_none() {
+        return Err(crate::error::usage(
+            "--record needs traffic to record: an MCP client on witness's stdin (the stdio relay; not with --stdin inherit or a terminal) or --proxy LISTEN=UPSTREAM for HTTP",
+        ));
+    }
     // LISTEN is bound before the journal and the server exist: a taken port is a usage error, and
     // a client never finds nothing there.
     if args.proxy.is_some_and(|p| p.upstream_tls) {
         crate::load::tls::from_flags(args.tls.cacert.as_deref(), args.tls.insecure)?;
     }
     let proxy = crate::observe::proxy::bind(args.proxy)?;
+    // With --proxy the recording is the HTTP (HAR); else the stdio session (JSONL).
+    let har = match (&record, args.proxy.is_some()) {
+        (Some(r), true) => Some(Arc::new(HarRecorder::create(r)?)),
+        _ => None,
+    };
+    let stdio_rec = match (&record, args.proxy.is_some()) {
+        (Some(r), false) => Some(Arc::new(StdioRecorder::create(r, &args.command)?)),
+        _ => None,
+    };
     let journal = open_journal("wrap", &args.output)?;
     crate::load::tls::journal_note(&journal);
     // Started before the server, so the client's first bytes wait for it rather than go unread.
     let relay = match pipes {
         Some((mut rx, patterns, closed, cell)) => {
             let relay = Arc::new(
-                Relay::start(journal.clone(), patterns, closed).map_err(|e| {
-                    anyhow::anyhow!("the stdio relay could not take witness's stdin/stdout: {e}")
-                })?,
+                Relay::start(journal.clone(), patterns, closed, stdio_rec.clone()).map_err(
+                    |e| {
+                        anyhow::anyhow!(
+                            "the stdio relay could not take witness's stdin/stdout: {e}"
+                        )
+                    },
+                )?,
             );
             let _ = cell.set(relay.clone());
             let r = relay.clone();
@@ -79,7 +99,11 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     // The samplers and the proxy learn the server's pid once it exists (the proxy: which process
     // an MCP session belongs to).
     let state: Arc<OnceLock<watch::Receiver<State>>> = Arc::new(OnceLock::new());
-    let proxy = crate::observe::proxy::start(proxy, &journal, server_pid(&state))?;
+    let proxy = crate::observe::proxy::start(proxy, &journal, server_pid(&state), har.clone())?;
+    let recorded = Recorded {
+        stdio: stdio_rec,
+        har,
+    };
     // The GPU check comes before the server starts, so `--gpu on` without a driver refuses
     // without having run anything.
     let gpu = match super::gpu::choose(&args.gpu, server_pid(&state), &journal) {
@@ -120,6 +144,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
                 level: "error".into(),
                 text: format!("{e:#}"),
             });
+            recorded.finish(&journal);
             finish(&journal, &args, "the server could not be started", None)?;
             return Err(e.context(crate::error::AlreadySaid(
                 "the server could not be started (the reason is in the note above)".into(),
@@ -162,6 +187,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
             .await
             .ok();
     }
+    recorded.finish(&journal);
     if let Some(n) = reaper.map(Reaper::stop).filter(|n| *n > 0) {
         journal.emit(Event::Note {
             level: "info".into(),
@@ -202,6 +228,70 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
         crate::errln!("witness: warning: {e:#}; the server's output was passed through and its exit status {status} is kept");
     }
     Ok(status)
+}
+
+/// `--record FILE` and its bounds as the recorders take them.
+fn record_settings(a: &RecordArgs) -> anyhow::Result<Option<RecordSettings>> {
+    let Some(path) = &a.record else {
+        return Ok(None);
+    };
+    if path.as_os_str().is_empty() || path.is_dir() {
+        return Err(crate::error::usage(format!(
+            "--record {}: name a file to write the recording to (not a folder)",
+            path.display()
+        )));
+    }
+    const MIN: u64 = 4096;
+    if a.record_max < MIN {
+        return Err(crate::error::usage(format!(
+            "--record-max {}: a recording needs at least {MIN} bytes (its header and a few messages)",
+            a.record_max
+        )));
+    }
+    if let Some(k) = a
+        .record_mask_key
+        .iter()
+        .find(|k| !k.chars().any(char::is_alphanumeric))
+    {
+        return Err(crate::error::usage(format!(
+            "--record-mask-key {k:?}: name a JSON key (letters or digits), e.g. --record-mask-key pin"
+        )));
+    }
+    Ok(Some(RecordSettings {
+        path: path.clone(),
+        max_bytes: a.record_max,
+        body_bytes: a.record_body_max,
+        mask_keys: a.record_mask_key.clone(),
+    }))
+}
+
+/// The run's recorder, whichever it is.
+struct Recorded {
+    stdio: Option<Arc<StdioRecorder>>,
+    har: Option<Arc<HarRecorder>>,
+}
+
+impl Recorded {
+    /// Ends the recording (its last note, its last flush) and says on stderr where it is and what
+    /// was cut; a failure to write it is noted in the journal too.
+    fn finish(&self, journal: &crate::journal::Journal) {
+        let summary = match (&self.stdio, &self.har) {
+            (Some(s), _) => s.finish(),
+            (_, Some(h)) => h.finish(),
+            _ => None,
+        };
+        let Some(s) = summary else { return };
+        if let Some(f) = &s.failed {
+            journal.emit(Event::Note {
+                level: "warn".into(),
+                text: format!(
+                    "--record {}: writing the recording failed: {f}",
+                    s.path.display()
+                ),
+            });
+        }
+        crate::errln!("{}", s.line());
+    }
 }
 
 /// How long the relay waits, once the server is gone, for its stdout to be relayed to the end.

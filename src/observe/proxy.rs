@@ -46,6 +46,8 @@ use crate::cli::ProxySpec;
 use crate::journal::observed::{Observed, Via, PROXY_ANSWERED};
 use crate::journal::{ErrorKind, Event, Journal, Outcome, TimeoutPhase};
 use crate::load::outcome::{body_start, classify_response, Rejection};
+use crate::observe::record::write::Draft;
+use crate::observe::record::HarRecorder;
 
 /// At most this much of a JSON-RPC request or answer is copied to be read (the bytes all pass).
 const RPC_COPY: usize = 1024 * 1024;
@@ -119,6 +121,7 @@ pub fn start(
     bound: Option<Bound>,
     journal: &Journal,
     current: Current,
+    recorder: Option<Arc<HarRecorder>>,
 ) -> anyhow::Result<Option<Proxy>> {
     let Some(Bound { listener, spec }) = bound else {
         return Ok(None);
@@ -150,6 +153,7 @@ pub fn start(
         spec.upstream,
         spec.upstream_tls,
         current,
+        recorder,
     ));
     let thread = std::thread::Builder::new()
         .name("proxy".into())
@@ -185,6 +189,8 @@ struct Shared {
     current: Current,
     /// MCP session ids and the process that issued each.
     sessions: Mutex<Sessions>,
+    /// `wrap --record`: each exchange, once it ended, as a HAR entry.
+    recorder: Option<Arc<HarRecorder>>,
 }
 
 /// MCP session ids (`Mcp-Session-Id`) and the pid of the server process that issued each, bounded:
@@ -219,7 +225,13 @@ impl Sessions {
 }
 
 impl Shared {
-    fn new(journal: Journal, upstream: SocketAddr, upstream_tls: bool, current: Current) -> Self {
+    fn new(
+        journal: Journal,
+        upstream: SocketAddr,
+        upstream_tls: bool,
+        current: Current,
+        recorder: Option<Arc<HarRecorder>>,
+    ) -> Self {
         Self {
             journal,
             upstream,
@@ -234,6 +246,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             current,
             sessions: Mutex::default(),
+            recorder,
         }
     }
 }
@@ -492,6 +505,7 @@ async fn exchange(
         ReqBody {
             inner: body,
             copy: ex.rpc_request.clone(),
+            recorded: ex.recorded_request.clone(),
             client_gone: client_gone.clone(),
         },
     ));
@@ -713,10 +727,13 @@ struct Copy {
     bytes: Vec<u8>,
     /// More passed than was copied.
     cut: bool,
+    /// All that passed (bytes).
+    total: u64,
 }
 
 impl Copy {
     fn take(&mut self, data: &[u8], cap: usize) {
+        self.total += data.len() as u64;
         let room = cap.saturating_sub(self.bytes.len());
         if data.len() > room {
             self.cut = true;
@@ -730,6 +747,8 @@ impl Copy {
 struct ReqBody {
     inner: Incoming,
     copy: Option<Arc<Mutex<Copy>>>,
+    /// `wrap --record`'s copy (bounded by `--record-body-max`).
+    recorded: Option<(Arc<Mutex<Copy>>, usize)>,
     client_gone: Arc<AtomicBool>,
 }
 
@@ -749,6 +768,9 @@ impl Body for ReqBody {
                     c.lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .take(d, RPC_COPY);
+                }
+                if let (Some(d), Some((c, cap))) = (f.data_ref(), &this.recorded) {
+                    c.lock().unwrap_or_else(|p| p.into_inner()).take(d, *cap);
                 }
             }
             Some(Err(_)) => this.client_gone.store(true, Ordering::SeqCst),
@@ -882,6 +904,10 @@ struct Exchange {
     reading: Reading,
     bytes: u64,
     done: bool,
+    /// `wrap --record`: the exchange as the HAR entry will say it, and the bodies' copies.
+    draft: Option<Box<Draft>>,
+    recorded_request: Option<(Arc<Mutex<Copy>>, usize)>,
+    recorded_response: Copy,
 }
 
 /// The request's credential header values and their parts (a bearer token, each cookie's value),
@@ -925,6 +951,13 @@ fn scrub(detail: String, credentials: &[String]) -> String {
     d
 }
 
+/// A header map as (name, value) pairs in order, for the recording (masked by its writer).
+fn header_list(h: &hyper::HeaderMap) -> Vec<(String, Vec<u8>)> {
+    h.iter()
+        .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
+        .collect()
+}
+
 /// Header names whose values are credentials.
 pub fn is_credential(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
@@ -957,6 +990,36 @@ impl Exchange {
         };
         let rpc_request = (req.method() == Method::POST && json(req.headers())).then(Arc::default);
         let credentials = credential_values(req.headers());
+        let draft = shared.recorder.as_ref().map(|r| {
+            let target = req
+                .uri()
+                .path_and_query()
+                .map(|p| p.as_str())
+                .unwrap_or("/");
+            let url = if req.uri().scheme().is_some() {
+                req.uri().to_string()
+            } else {
+                let host = req
+                    .headers()
+                    .get(hyper::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or("localhost");
+                format!("http://{host}{target}")
+            };
+            Box::new(Draft {
+                seq: r.begin(),
+                start: Some(start),
+                method: req.method().as_str().to_string(),
+                url,
+                http_version: format!("{:?}", req.version()),
+                request_headers: header_list(req.headers()),
+                ..Default::default()
+            })
+        });
+        let recorded_request = shared
+            .recorder
+            .as_ref()
+            .map(|r| (Arc::default(), r.body_bytes() + 1));
         Self {
             shared,
             worker,
@@ -969,12 +1032,26 @@ impl Exchange {
             reading: Reading::Plain(Copy::default()),
             bytes: 0,
             done: false,
+            draft,
+            recorded_request,
+            recorded_response: Copy::default(),
         }
     }
 
     /// The answer's head arrived: how to read its body.
     fn answered(&mut self, resp: &Response<Incoming>) {
         self.status = Some(resp.status().as_u16());
+        if let Some(d) = &mut self.draft {
+            d.status = Some(resp.status().as_u16());
+            d.status_text = resp
+                .status()
+                .canonical_reason()
+                .unwrap_or_default()
+                .to_string();
+            d.response_version = format!("{:?}", resp.version());
+            d.response_headers = header_list(resp.headers());
+            d.headers_at = Some(Instant::now());
+        }
         if self.rpc_request.is_some() {
             let ct = resp
                 .headers()
@@ -998,6 +1075,9 @@ impl Exchange {
     /// Bytes of the answer passed on to the client.
     fn passed(&mut self, d: &[u8]) {
         self.bytes += d.len() as u64;
+        if let Some(r) = &self.recorded_request {
+            self.recorded_response.take(d, r.1);
+        }
         match &mut self.reading {
             Reading::Plain(c) => {
                 if c.bytes.len() < PLAIN_COPY {
@@ -1163,6 +1243,24 @@ impl Exchange {
         };
         let group = self.shared.groups.group(group, &self.method);
         let detail = detail.map(|d| scrub(d, &self.credentials));
+        if let (Some(mut d), Some(r)) = (self.draft.take(), &self.shared.recorder) {
+            d.end = Some(end);
+            if let Some((c, _)) = &self.recorded_request {
+                let c = std::mem::take(&mut *c.lock().unwrap_or_else(|p| p.into_inner()));
+                d.request_bytes = c.total;
+                d.request_cut = c.cut;
+                d.request_body = c.bytes;
+            }
+            let c = std::mem::take(&mut self.recorded_response);
+            d.response_bytes = self.bytes;
+            d.response_cut = c.cut;
+            d.response_body = c.bytes;
+            if status.is_none() {
+                d.status = None;
+                d.failure = detail.clone();
+            }
+            r.entry(*d);
+        }
         let (body_bytes, body_cut) = match (status, &self.reading) {
             (None, _) => (None, false),
             (Some(_), Reading::Plain(c) | Reading::Json(c)) => (Some(self.bytes), c.cut),

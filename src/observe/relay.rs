@@ -34,6 +34,7 @@ use serde_json::Value;
 use crate::journal::observed::{Observed, Via};
 use crate::journal::{ErrorKind, Event, Journal, Outcome};
 use crate::load::outcome::Rejection;
+use crate::observe::record::StdioRecorder;
 use crate::server::logs::{LineSink, PassThrough, Patterns};
 use crate::server::process::{ExitNotice, StdioPipes};
 
@@ -906,6 +907,8 @@ struct Shared {
     /// The supervisor's word on each exit, until the pid's reader takes it.
     exits: Mutex<HashMap<u32, ExitNotice>>,
     exits_changed: Condvar,
+    /// `wrap --record`: each complete line both ways is handed to it (never waited on).
+    recorder: Option<Arc<StdioRecorder>>,
 }
 
 /// The running relay. Started before the server, fed each spawn's pipes, stopped after the server
@@ -921,6 +924,7 @@ impl Relay {
         journal: Journal,
         patterns: Arc<Patterns>,
         input_closed: Arc<AtomicBool>,
+        recorder: Option<Arc<StdioRecorder>>,
     ) -> std::io::Result<Self> {
         let stdin = dup(0)?;
         let stdout = dup(1)?;
@@ -938,6 +942,7 @@ impl Relay {
             readers_done: Condvar::new(),
             exits: Mutex::new(HashMap::new()),
             exits_changed: Condvar::new(),
+            recorder,
         });
         let s = shared.clone();
         std::thread::Builder::new()
@@ -1271,6 +1276,9 @@ fn client_to_server(s: Arc<Shared>, mut stdin: File) {
             let mut t = s.tracker.lock().expect("relay tracker");
             lines.push(chunk, |line| {
                 let w = waited.or_else(|| begun_waiting.take());
+                if let Some(r) = &s.recorder {
+                    record(r, &line, at, true);
+                }
                 t.line(Dir::FromClient, line, start, Some(pid), w, &mut out)
             });
         }
@@ -1495,6 +1503,9 @@ fn server_to_client(
         {
             let mut t = s.tracker.lock().expect("relay tracker");
             lines.push(chunk, |line| {
+                if let Some(r) = &s.recorder {
+                    record(r, &line, at, false);
+                }
                 t.line(Dir::FromServer, line, at, Some(pid), None, &mut out)
             });
         }
@@ -1530,6 +1541,19 @@ fn server_to_client(
     let mut readers = s.readers.lock().expect("relay readers");
     *readers -= 1;
     s.readers_done.notify_all();
+}
+
+/// Hands a complete line to the recording: a copy of a line read whole, a count for one too long
+/// to read; a line that cannot be JSON-RPC (a banner, a log line) is not the session's.
+fn record(r: &StdioRecorder, line: &Line<'_>, at: Instant, from_client: bool) {
+    if line.junk {
+        return;
+    }
+    if line.cut {
+        r.lost();
+    } else if !trim(line.bytes).is_empty() {
+        r.line(at, from_client, line.bytes);
+    }
 }
 
 /// One read of a pipe; 0 at its end (or on an error, which ends a pipe the same way).

@@ -119,8 +119,14 @@ impl Masker {
     /// text) has its `name=value` pairs with a secret name masked; both are scrubbed.
     pub fn body(&self, text: &str) -> String {
         if let Ok(mut v) = serde_json::from_str::<Value>(text) {
+            let before = v.clone();
             self.value(&mut v);
-            return v.to_string();
+            // Unchanged, it stays as sent (its keys' order and spacing too).
+            return if v == before {
+                text.to_string()
+            } else {
+                v.to_string()
+            };
         }
         self.pairs(text, '&')
     }
@@ -277,6 +283,7 @@ mod tests {
     fn bodies_queries_and_argv_lose_their_secrets() {
         let m = Masker::new(&[], &[]);
         assert_eq!(m.body(r#"{"password":"x1"}"#), r#"{"password":"***"}"#);
+        assert_eq!(m.body(r#"{"b": 1, "a": 2}"#), r#"{"b": 1, "a": 2}"#);
         assert_eq!(m.body("user=a&password=x1"), "user=a&password=***");
         assert_eq!(
             m.url("http://h/p?q=1&access_token=abc"),

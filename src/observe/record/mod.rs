@@ -11,6 +11,7 @@
 pub mod har;
 pub mod mask;
 pub mod stdio;
+pub mod write;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 pub use har::Har;
 pub use mask::Masker;
 pub use stdio::StdioRecording;
+pub use write::{HarRecorder, Settings, StdioRecorder, Summary};
 
 /// A recording read back.
 #[derive(Debug, Clone, PartialEq)]
