@@ -125,7 +125,7 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 /// The shape of `got` against `recorded`: a value of another type, a key missing or not recorded,
-/// recursively (an array's items against the recorded first item). At most [`SAID_PER_ANSWER`].
+/// recursively (an array's items against the recorded ones). At most [`SAID_PER_ANSWER`].
 pub fn shape_differences(recorded: &Value, got: &Value, path: &str, out: &mut Vec<String>) {
     if out.len() >= SAID_PER_ANSWER {
         return;
@@ -148,9 +148,12 @@ pub fn shape_differences(recorded: &Value, got: &Value, path: &str, out: &mut Ve
             }
         }
         (Value::Array(a), Value::Array(b)) => {
+            // Item i against the recorded item i (a list of unlike items, such as tools), or
+            // against the first recorded one when the list grew.
             if let Some(first) = a.first() {
                 for (i, vb) in b.iter().enumerate() {
-                    shape_differences(first, vb, &format!("{path}[{i}]"), out);
+                    let va = a.get(i).unwrap_or(first);
+                    shape_differences(va, vb, &format!("{path}[{i}]"), out);
                     if out.len() >= SAID_PER_ANSWER {
                         return;
                     }
