@@ -766,10 +766,17 @@ pub enum Event {
     },
     /// `witness replay`: a level plays the recording at `speed` (2: twice as fast), its schedule
     /// starting at `start_s`. Journalled after the level's `rate_level`.
-    ReplayLevel { index: u32, speed: f64, start_s: f64 },
+    ReplayLevel {
+        index: u32,
+        speed: f64,
+        start_s: f64,
+    },
     /// `witness replay`: how a level's answers compared with the recorded ones, per kind of call;
     /// journalled once the level's last answer is in (before its `level_end`).
-    Answers { level: u32, by_name: Vec<AnswerCount> },
+    Answers {
+        level: u32,
+        by_name: Vec<AnswerCount>,
+    },
     /// `load --find-limit`: the levels that follow are the probes of a search for the highest
     /// level that passes (`over`: `levels` or `rates`), to `resolution` (0.1: 10 %) within
     /// `max_levels` probes.

@@ -156,10 +156,7 @@ pub const MAX_SPEED: f64 = 10_000.0;
 pub fn parse_speed(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let hint = "write a speed like 1x (as recorded), 2x (twice as fast) or 0.5x (half as fast)";
-    let n = t
-        .strip_suffix(['x', 'X', '×'])
-        .unwrap_or(t)
-        .trim();
+    let n = t.strip_suffix(['x', 'X', '×']).unwrap_or(t).trim();
     let v: f64 = n
         .parse()
         .map_err(|_| format!("{s:?} is not a speed; {hint}"))?;

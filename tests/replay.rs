@@ -141,10 +141,19 @@ fn a_recorded_sdk_session_holds_at_1x_and_fails_where_its_calls_queue() {
     assert!(s.iter().all(|x| x.3 == 0), "{s:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("replay: holds 2×; at 4×"), "{stderr}");
-    assert!(stderr.contains("opened with the recorded initialize"), "{stderr}");
+    assert!(
+        stderr.contains("opened with the recorded initialize"),
+        "{stderr}"
+    );
     let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
-    assert!(html.contains("id=\"replay\""), "the HTML has the replay section");
-    assert!(html.contains("class=\"replay-pacing\""), "and the pacing rows");
+    assert!(
+        html.contains("id=\"replay\""),
+        "the HTML has the replay section"
+    );
+    assert!(
+        html.contains("class=\"replay-pacing\""),
+        "and the pacing rows"
+    );
     // `witness report` re-renders the replay from its journal alone.
     let again = run_bounded(
         Command::new(witness())
@@ -177,6 +186,11 @@ fn find_limit_reports_the_highest_speed_that_holds() {
     let words = r["limit"]["words"].as_str().unwrap();
     assert!(words.starts_with("holds the recording at "), "{words}");
     assert_eq!(r["replay"]["held"].as_f64(), Some(holds));
+    let words = r["replay"]["words"].as_str().unwrap();
+    assert!(
+        words.contains("the calls of `tools/call work` queued"),
+        "{words}"
+    );
 }
 
 /// A HAR as a browser writes one (HTTP/2 pseudo-headers, an encoding, timings, a 404), replayed
@@ -190,7 +204,11 @@ fn a_browser_style_har_replays_against_the_url_with_no_difference() {
     let dir = tempdir("replay-har");
     let site = dir.join("site");
     std::fs::create_dir_all(&site).unwrap();
-    std::fs::write(site.join("a.json"), r#"{"items":[{"id":1,"name":"x"}],"total":1}"#).unwrap();
+    std::fs::write(
+        site.join("a.json"),
+        r#"{"items":[{"id":1,"name":"x"}],"total":1}"#,
+    )
+    .unwrap();
     std::fs::write(site.join("b.txt"), "plain words\n").unwrap();
     let entry = |at: &str, path: &str, status: u16, mime: &str, text: &str| {
         serde_json::json!({
@@ -210,14 +228,14 @@ fn a_browser_style_har_replays_against_the_url_with_no_difference() {
     };
     let har = |a_json: &str| {
         serde_json::json!({"log": {"version": "1.2",
-            "creator": {"name": "Firefox", "version": "132.0"},
-            "browser": {"name": "Firefox", "version": "132.0"},
-            "pages": [{"startedDateTime": "2026-11-02T10:00:00.000+01:00", "id": "page_1", "title": "shop", "pageTimings": {}}],
-            "entries": [
-                entry("2026-11-02T10:00:00.100+01:00", "/a.json", 200, "application/json", a_json),
-                entry("2026-11-02T10:00:00.350+01:00", "/b.txt", 200, "text/plain", "plain words\n"),
-                entry("2026-11-02T10:00:00.600+01:00", "/missing?x=1", 404, "text/html", "<html>not found</html>"),
-            ]}})
+        "creator": {"name": "Firefox", "version": "132.0"},
+        "browser": {"name": "Firefox", "version": "132.0"},
+        "pages": [{"startedDateTime": "2026-11-02T10:00:00.000+01:00", "id": "page_1", "title": "shop", "pageTimings": {}}],
+        "entries": [
+            entry("2026-11-02T10:00:00.100+01:00", "/a.json", 200, "application/json", a_json),
+            entry("2026-11-02T10:00:00.350+01:00", "/b.txt", 200, "text/plain", "plain words\n"),
+            entry("2026-11-02T10:00:00.600+01:00", "/missing?x=1", 404, "text/html", "<html>not found</html>"),
+        ]}})
     };
     let file = dir.join("browser.har");
     let same = r#"{"items":[{"id":7,"name":"y"}],"total":3}"#;
@@ -243,19 +261,23 @@ fn a_browser_style_har_replays_against_the_url_with_no_difference() {
     assert_eq!(out.status.code(), Some(0), "every speed held");
     assert_eq!(r["replay"]["transport"], "http");
     for (speed, verdict, compared, differed) in speeds(&r) {
-        assert_eq!((verdict.as_str(), compared, differed), ("pass", 3, 0), "{speed}×");
+        assert_eq!(
+            (verdict.as_str(), compared, differed),
+            ("pass", 3, 0),
+            "{speed}×"
+        );
     }
     // The same body with a value of another type: that answer differs, and says where.
     let dir2 = tempdir("replay-har-diff");
     let other = r#"{"items":[{"id":"7","name":"y"}],"total":3}"#;
     let file2 = dir2.join("browser.har");
     std::fs::write(&file2, serde_json::to_vec_pretty(&har(other)).unwrap()).unwrap();
-    let (out, r) = replay(
-        &dir2,
-        &[file2.to_str().unwrap(), "--url", &url],
-        &server,
+    let (out, r) = replay(&dir2, &[file2.to_str().unwrap(), "--url", &url], &server);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an answer differed: the speed fails"
     );
-    assert_eq!(out.status.code(), Some(1), "an answer differed: the speed fails");
     let s = speeds(&r);
     assert_eq!((s[0].2, s[0].3), (3, 1), "{s:?}");
     let first = &r["replay"]["speeds"][0]["answers"][0];
@@ -289,11 +311,17 @@ fn bad_input_is_said_and_exits_2() {
             Command::new(witness()).arg("replay").args(args),
             Duration::from_secs(30),
         );
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
     };
     let (code, err) = run(&[junk.to_str().unwrap(), "--url", "http://127.0.0.1:9/"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("is not a HAR file") && err.contains("wrap --record"), "{err}");
+    assert!(
+        err.contains("is not a HAR file") && err.contains("wrap --record"),
+        "{err}"
+    );
     let (code, err) = run(&[stdio.to_str().unwrap(), "--url", "http://127.0.0.1:9/"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
@@ -302,7 +330,10 @@ fn bad_input_is_said_and_exits_2() {
     );
     let (code, err) = run(&[stdio.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("give the server's command after `--`"), "{err}");
+    assert!(
+        err.contains("give the server's command after `--`"),
+        "{err}"
+    );
     let (code, err) = run(&[stdio.to_str().unwrap(), "--speeds", "1x,0x", "--", "true"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("a speed must be above 0"), "{err}");

@@ -225,6 +225,8 @@ pub struct NameLatency {
     pub ok: u64,
     pub p99_s: Option<f64>,
     pub recorded_p99_s: Option<f64>,
+    /// Its p99 broke the rule: the calls of this kind waited (for a lock, a worker, each other).
+    pub queued: bool,
 }
 
 /// What a replay found.
@@ -383,7 +385,7 @@ impl Acc {
             if let Some(rate) = l.rate.as_mut() {
                 rate.speed = Some(f.speed);
             }
-            let latency: Vec<NameLatency> = self
+            let mut latency: Vec<NameLatency> = self
                 .names
                 .iter()
                 .enumerate()
@@ -398,18 +400,20 @@ impl Acc {
                         ok,
                         p99_s: s.map(|x| x.p99),
                         recorded_p99_s: n.recorded_p99_s,
+                        queued: false,
                     }
                 })
                 .collect();
             let differed: u64 = f.answers.iter().map(|a| a.differed).sum();
             if l.verdict != "skipped" {
                 let mut reasons = Vec::new();
-                for n in &latency {
+                for n in latency.iter_mut() {
                     let (Some(p), Some(rec)) = (n.p99_s, n.recorded_p99_s) else {
                         continue;
                     };
                     let allowed = factor * rec + slack_s;
                     if p > allowed * (1.0 + 1e-9) {
+                        n.queued = true;
                         reasons.push(format!(
                             "the calls of `{}` queued: p99 {} > {factor} × {} recorded + {} slack",
                             n.name,
@@ -461,10 +465,12 @@ impl Acc {
             .max_by(|a, b| a.speed.total_cmp(&b.speed));
         let why = |f: &SpeedRow| -> String {
             let row = load.levels.iter().find(|l| l.index == f.index);
-            // The kind of call whose p99 grew the most from the speed that held.
+            // Of the kinds of call that queued, the one whose p99 grew the most from the speed
+            // that held.
             let grew = f
                 .latency
                 .iter()
+                .filter(|n| n.queued)
                 .filter_map(|n| {
                     let p = n.p99_s?;
                     let base = held
@@ -473,14 +479,13 @@ impl Acc {
                     Some((p / base.max(1e-6), n.name.as_str(), base, p))
                 })
                 .max_by(|a, b| a.0.total_cmp(&b.0));
-            let queued = row.is_some_and(|r| r.reasons.iter().any(|x| x.contains("queued")));
-            match (grew, queued) {
-                (Some((_, name, base, p)), true) => format!(
+            match grew {
+                Some((_, name, base, p)) => format!(
                     "the calls of `{name}` queued: p99 {} → {}",
                     secs(base),
                     secs(p)
                 ),
-                _ => row
+                None => row
                     .and_then(|r| r.reasons.first().cloned())
                     .unwrap_or_else(|| "it failed".into()),
             }
@@ -493,11 +498,7 @@ impl Acc {
                 why(f)
             ),
             (Some(h), None) => format!("every speed tried held, up to {}", speed_words(h.speed)),
-            (None, Some(f)) => format!(
-                "no speed held: at {} {}",
-                speed_words(f.speed),
-                why(f)
-            ),
+            (None, Some(f)) => format!("no speed held: at {} {}", speed_words(f.speed), why(f)),
             (None, None) => "no speed was judged".into(),
         };
         ReplayAnalysis {
@@ -534,8 +535,14 @@ mod tests {
 
     #[test]
     fn the_same_shape_with_other_values_matches_unless_exact() {
-        let a = said("ok", json!({"content": [{"type": "text", "text": "a"}], "n": 1}));
-        let b = said("ok", json!({"content": [{"type": "text", "text": "b"}], "n": 2}));
+        let a = said(
+            "ok",
+            json!({"content": [{"type": "text", "text": "a"}], "n": 1}),
+        );
+        let b = said(
+            "ok",
+            json!({"content": [{"type": "text", "text": "b"}], "n": 2}),
+        );
         assert_eq!(compare(&a, &b, Compare::Shape), None);
         assert!(compare(&a, &b, Compare::Exact)
             .unwrap()
@@ -545,10 +552,19 @@ mod tests {
 
     #[test]
     fn types_keys_and_outcomes_that_differ_are_said_with_their_path() {
-        let a = said("ok", json!({"content": [{"type": "text", "text": "a"}], "n": 1}));
-        let b = said("ok", json!({"content": [{"type": "text", "text": 5}], "extra": true}));
+        let a = said(
+            "ok",
+            json!({"content": [{"type": "text", "text": "a"}], "n": 1}),
+        );
+        let b = said(
+            "ok",
+            json!({"content": [{"type": "text", "text": 5}], "extra": true}),
+        );
         let d = compare(&a, &b, Compare::Shape).unwrap();
-        assert!(d.contains("$.content[0].text was string in the recording, number now"), "{d}");
+        assert!(
+            d.contains("$.content[0].text was string in the recording, number now"),
+            "{d}"
+        );
         assert!(d.contains("$.n is missing"), "{d}");
         assert!(d.contains("$.extra was not recorded"), "{d}");
         let e = Said {

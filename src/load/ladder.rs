@@ -250,10 +250,8 @@ pub async fn run_level(
     let open = cfg.open.as_ref().zip(rate);
     let not_sent = if let (Some(replay), Some(speed)) = (&cfg.replay, rate) {
         let tally = progress.is_live().then(|| progress.tally.clone());
-        super::replay::run_speed_level(
-            cfg, replay, speed, index, target, journal, ids, tally, stop,
-        )
-        .await
+        super::replay::run_speed_level(cfg, replay, speed, index, target, journal, ids, tally, stop)
+            .await
     } else if let Some((open, rate)) = open {
         let tally = progress.is_live().then(|| progress.tally.clone());
         super::open::run_rate_level(cfg, open, rate, index, target, journal, ids, tally, stop).await

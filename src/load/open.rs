@@ -173,10 +173,16 @@ pub async fn run_rate_level(
         max_in_flight: open.max_in_flight,
         whole: cfg.limits.whole,
     };
-    drive(schedule.map(|o| (o, ())), timing, target, stop, |(), due, stop| {
-        let sh = shared.clone();
-        async move { sh.send_one(due, stop).await }
-    })
+    drive(
+        schedule.map(|o| (o, ())),
+        timing,
+        target,
+        stop,
+        |(), due, stop| {
+            let sh = shared.clone();
+            async move { sh.send_one(due, stop).await }
+        },
+    )
     .await
 }
 

@@ -103,7 +103,11 @@ impl Replay {
                 let base = o
                     .base
                     .ok_or("an HTTP recording (HAR) replays against --url (its scheme, host and port replace the recorded ones)")?;
-                (http_calls(h, base, o.headers, &mut names, &mut notes)?, "http", None)
+                (
+                    http_calls(h, base, o.headers, &mut names, &mut notes)?,
+                    "http",
+                    None,
+                )
             }
         };
         if calls.is_empty() {
@@ -218,12 +222,7 @@ impl Names {
 
 /// A recorded JSON-RPC answer as the comparison sees it.
 fn said_recorded(a: &crate::observe::record::stdio::Answer) -> Said {
-    let body = || {
-        a.result
-            .clone()
-            .filter(|_| !a.result_cut)
-            .map(Body::Json)
-    };
+    let body = || a.result.clone().filter(|_| !a.result_cut).map(Body::Json);
     match a.outcome {
         AnswerOutcome::Ok => Said {
             outcome: "ok".into(),
@@ -316,7 +315,11 @@ fn stdio_calls(
     let masked = s
         .client
         .iter()
-        .filter(|m| m.msg.to_string().contains(&format!("\"{}\"", crate::secrets::MASK)))
+        .filter(|m| {
+            m.msg
+                .to_string()
+                .contains(&format!("\"{}\"", crate::secrets::MASK))
+        })
         .count();
     if masked > 0 {
         notes.push(format!(
@@ -520,10 +523,7 @@ impl Level {
         let seen_bytes = AtomicU64::new(0);
         let limits = self.limits;
         let work = async {
-            let resp = client
-                .request(req)
-                .await
-                .map_err(client::Failure::Client)?;
+            let resp = client.request(req).await.map_err(client::Failure::Client)?;
             client::take_response(resp, limits, &seen_status, &seen_bytes).await
         };
         let res = tokio::time::timeout(limits.whole, work).await;
@@ -536,7 +536,15 @@ impl Level {
             }),
             _ => None,
         };
-        let s = client::finish(start, end, res, &seen_status, &seen_bytes, limits, &self.rej);
+        let s = client::finish(
+            start,
+            end,
+            res,
+            &seen_status,
+            &seen_bytes,
+            limits,
+            &self.rej,
+        );
         (s, got)
     }
 
@@ -678,7 +686,10 @@ mod tests {
         let Event::Replay { pacing, .. } = p.event("f") else {
             panic!()
         };
-        assert_eq!((pacing[0], pacing[49], pacing.iter().sum::<u32>()), (2, 2, 4));
+        assert_eq!(
+            (pacing[0], pacing[49], pacing.iter().sum::<u32>()),
+            (2, 2, 4)
+        );
         let empty = stdio(&[]);
         assert!(Replay::new(&empty, &options(&h))
             .unwrap_err()

@@ -38,7 +38,13 @@ fn answers(o: &mut String, r: &ReplayAnalysis) {
         for (i, n) in s.latency.iter().enumerate() {
             let a = s.answers.iter().find(|a| a.name == n.name);
             let first = a
-                .map(|a| a.first.iter().map(|d| esc(d)).collect::<Vec<_>>().join("<br>"))
+                .map(|a| {
+                    a.first
+                        .iter()
+                        .map(|d| esc(d))
+                        .collect::<Vec<_>>()
+                        .join("<br>")
+                })
                 .unwrap_or_default();
             let _ = writeln!(
                 o,

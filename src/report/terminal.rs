@@ -215,7 +215,11 @@ fn replay_block(t: &Terminal, r: &crate::analyze::answers::ReplayAnalysis) -> St
             o.push('\n');
         }
     }
-    let sev = if r.failed_at.is_some() { "warn" } else { "info" };
+    let sev = if r.failed_at.is_some() {
+        "warn"
+    } else {
+        "info"
+    };
     o.push_str(&t.paint(sev, &format!("replay: {}\n", r.words)));
     o
 }
