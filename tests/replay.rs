@@ -325,7 +325,7 @@ fn bad_input_is_said_and_exits_2() {
     let (code, err) = run(&[stdio.to_str().unwrap(), "--url", "http://127.0.0.1:9/"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("recorded over stdio") && err.contains("after `--`"),
+        err.contains("recorded over stdio") && err.contains("not --url"),
         "{err}"
     );
     let (code, err) = run(&[stdio.to_str().unwrap()]);
