@@ -195,7 +195,8 @@ fn find_limit_reports_the_highest_speed_that_holds() {
 
 /// A HAR as a browser writes one (HTTP/2 pseudo-headers, an encoding, timings, a 404), replayed
 /// with --url against python's http.server: every answer as recorded. The same HAR with one
-/// recorded body of another shape: that answer differs and the speed fails.
+/// recorded body of another shape, played as two sessions at once: that answer differs each time,
+/// and the speed fails.
 #[test]
 fn a_browser_style_har_replays_against_the_url_with_no_difference() {
     if !have("python3", "python3 -c 'import http.server'") {
@@ -272,14 +273,18 @@ fn a_browser_style_har_replays_against_the_url_with_no_difference() {
     let other = r#"{"items":[{"id":"7","name":"y"}],"total":3}"#;
     let file2 = dir2.join("browser.har");
     std::fs::write(&file2, serde_json::to_vec_pretty(&har(other)).unwrap()).unwrap();
-    let (out, r) = replay(&dir2, &[file2.to_str().unwrap(), "--url", &url], &server);
+    let args = [file2.to_str().unwrap(), "--url", &url, "--sessions", "2"];
+    let (out, r) = replay(&dir2, &args, &server);
     assert_eq!(
         out.status.code(),
         Some(1),
         "an answer differed: the speed fails"
     );
+    // Two copies of the session at once: every answer compared, the one kind differing twice.
     let s = speeds(&r);
-    assert_eq!((s[0].2, s[0].3), (3, 1), "{s:?}");
+    assert_eq!((s[0].2, s[0].3), (6, 2), "{s:?}");
+    let how = r["replay"]["sessions_how"].as_str().unwrap();
+    assert!(how.starts_with("2 copies of the session at once"), "{how}");
     let first = &r["replay"]["speeds"][0]["answers"][0];
     assert_eq!(first["name"], "GET /a.json");
     assert!(
