@@ -66,7 +66,7 @@ impl Masker {
             let mut joined = String::new();
             for part in &w[i..] {
                 joined.push_str(part);
-                if self.names.iter().any(|n| *n == joined) {
+                if self.names.contains(&joined) {
                     return true;
                 }
                 if !self.names.iter().any(|n| n.starts_with(joined.as_str())) {

@@ -492,7 +492,7 @@ impl HarRecorder {
         let head = serde_json::json!({"log": {"version": "1.2", "creator": Creator::witness()}})
             .to_string();
         // `{"log":{"version":"1.2","creator":{…}` + `,"entries":[`.
-        let mut start = head[..head.len() - 2].as_bytes().to_vec();
+        let mut start = head.as_bytes()[..head.len() - 2].to_vec();
         start.extend_from_slice(b",\"entries\":[\n");
         w.end = start.len() as u64;
         start.extend_from_slice(&w.closing());
@@ -594,10 +594,7 @@ impl HarWriter {
     /// Encodes the exchanges whose turn has come (all of them with `all`). Whether any was.
     fn release(&mut self, all: bool) -> bool {
         let mut any = false;
-        loop {
-            let Some((&seq, (arrived, _))) = self.waiting.iter().next() else {
-                break;
-            };
+        while let Some((&seq, (arrived, _))) = self.waiting.iter().next() {
             if !(all || seq <= self.next || arrived.elapsed() >= REORDER) {
                 break;
             }
