@@ -55,6 +55,10 @@ fn recording() -> &'static PathBuf {
 }
 
 fn replay(dir: &Path, args: &[&str], tail: &[&str]) -> (Output, Value) {
+    replay_env(dir, args, tail, &[])
+}
+
+fn replay_env(dir: &Path, args: &[&str], tail: &[&str], env: &[(&str, &str)]) -> (Output, Value) {
     let report = dir.join("r.json");
     let out = run_bounded(
         Command::new(witness())
@@ -66,7 +70,8 @@ fn replay(dir: &Path, args: &[&str], tail: &[&str]) -> (Output, Value) {
             .arg(&report)
             .arg("--html")
             .arg(dir.join("r.html"))
-            .args(tail),
+            .args(tail)
+            .envs(env.iter().copied()),
         Duration::from_secs(120),
     );
     eprintln!(
@@ -343,4 +348,97 @@ fn bad_input_is_said_and_exits_2() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("a speed must be above 0"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// An HTTP session recorded through `wrap --proxy --record` (curl with an `Authorization` header, to
+/// a server that requires it) replays against the same server with 0 differences: the masked
+/// credential is not sent, the one given with --header is, and it is in no artifact.
+#[test]
+fn a_har_recorded_through_the_proxy_replays_with_no_difference() {
+    let Some(curl) = tool("curl", &[]) else {
+        return;
+    };
+    let dir = tempdir("replay-proxy");
+    let har = dir.join("session.har");
+    let token = "tok-replay-31-bearer";
+    let (listen, up) = (free_port(), free_port());
+    let mut wrap = Command::new(witness());
+    wrap.args(["wrap", "--journal"])
+        .arg(dir.join("wrap.jsonl"))
+        .arg("--proxy")
+        .arg(format!("127.0.0.1:{listen}=127.0.0.1:{up}"))
+        .arg("--record")
+        .arg(&har)
+        .arg("--")
+        .arg(toy())
+        .args([
+            "--port",
+            &up.to_string(),
+            "--require-secret-env",
+            "REPLAY_SECRET",
+        ])
+        .env("REPLAY_SECRET", token)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let wrap = wrap.spawn().unwrap();
+    let call = |path: &str, auth: bool| {
+        let mut c = Command::new(&curl);
+        c.args(["-sS", "-o", "/dev/null", "-w", "%{http_code}"]);
+        if auth {
+            c.args(["-H", &format!("Authorization: Bearer {token}")]);
+            c.args(["-H", "Content-Type: application/json", "--data-binary"]);
+            c.arg(r#"{"q":"x"}"#);
+        }
+        let out = run_bounded(
+            c.arg(format!("http://127.0.0.1:{listen}{path}")),
+            Duration::from_secs(20),
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    wait_until(
+        "the server through the proxy",
+        Duration::from_secs(15),
+        || call("/health", false) == "200",
+    );
+    for _ in 0..3 {
+        assert_eq!(call("/call", true), "200");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    kill(wrap.id() as i32, 15);
+    let _ = wait_bounded(wrap, Duration::from_secs(20));
+    let port = free_port();
+    let (out, r) = replay_env(
+        &dir,
+        &[
+            har.to_str().unwrap(),
+            "--url",
+            &format!("http://127.0.0.1:{port}/"),
+            "--header",
+            &format!("Authorization: Bearer {token}"),
+        ],
+        &[
+            "--",
+            toy().to_str().unwrap(),
+            "--port",
+            &port.to_string(),
+            "--require-secret-env",
+            "REPLAY_SECRET",
+        ],
+        &[("REPLAY_SECRET", token)],
+    );
+    assert_eq!(out.status.code(), Some(0), "the replay held");
+    let s = speeds(&r);
+    assert!(
+        s[0].2 >= 4,
+        "the health checks and the 3 calls compared: {s:?}"
+    );
+    assert_eq!(s[0].3, 0, "{s:?}");
+    let notes = r["replay"]["notes"].to_string();
+    assert!(notes.contains("masked"), "{notes}");
+    for f in ["j.jsonl", "r.json", "r.html"] {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(!text.contains(token), "the token is in {f}");
+    }
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(token));
 }
