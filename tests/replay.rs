@@ -82,6 +82,14 @@ fn replay_env(dir: &Path, args: &[&str], tail: &[&str], env: &[(&str, &str)]) ->
     (out, json(&report))
 }
 
+/// The lock server after `--`, with a health limit for its first answer: the SDK's import alone
+/// takes seconds on a busy machine, and a handshake past --health-timeout is never ready.
+fn lock_server() -> Vec<&'static str> {
+    static SERVER: OnceLock<String> = OnceLock::new();
+    let path = SERVER.get_or_init(|| py("lock_server.py").to_str().unwrap().to_string());
+    vec!["--health-timeout", "30s", "--", "python3", path]
+}
+
 fn speeds(r: &Value) -> Vec<(f64, String, u64, u64)> {
     r["replay"]["speeds"]
         .as_array()
@@ -113,11 +121,7 @@ fn a_recorded_sdk_session_holds_at_1x_and_fails_where_its_calls_queue() {
     }
     let rec = recording().to_str().unwrap().to_string();
     let dir = tempdir("replay-speeds");
-    let (out, r) = replay(
-        &dir,
-        &[&rec, "--speeds", "1x,2x,4x,8x"],
-        &["--", "python3", py("lock_server.py").to_str().unwrap()],
-    );
+    let (out, r) = replay(&dir, &[&rec, "--speeds", "1x,2x,4x,8x"], &lock_server());
     assert_eq!(out.status.code(), Some(1), "a speed failed: exit 1");
     let s = speeds(&r);
     assert_eq!(s.len(), 4, "{s:?}");
@@ -182,7 +186,7 @@ fn find_limit_reports_the_highest_speed_that_holds() {
     let (out, r) = replay(
         &dir,
         &[&rec, "--find-limit", "--resolution", "30%"],
-        &["--", "python3", py("lock_server.py").to_str().unwrap()],
+        &lock_server(),
     );
     assert_eq!(out.status.code(), Some(0), "a limit was found: exit 0");
     assert_eq!(r["limit"]["over"], "speeds");
