@@ -583,6 +583,177 @@ mod tests {
         assert_eq!(compare(&cut, &b, Compare::Exact), None);
     }
 
+    /// A replay level at `speed` from `t`: `n` calls of kind 0 every `gap` s, each answered in
+    /// `took` s after its intended send; `differed` of them differed from the recording.
+    fn level(ev: &mut Vec<(f64, Event)>, index: u32, t: f64, speed: f64, took: f64, differed: u64) {
+        use crate::journal::{group_of_level, Identity, Outcome, Probe};
+        let probe = Probe {
+            status: Some(200),
+            error: None,
+            duration_s: 0.001,
+            connected: false,
+        };
+        let id = Some(Identity {
+            pid: 7,
+            start_time: 1007,
+            container_id: None,
+            container_started_at: None,
+            socket_inode: None,
+        });
+        ev.push((
+            t,
+            Event::LevelStart {
+                index,
+                concurrency: 100,
+                health: probe.clone(),
+                identity: id.clone(),
+                skipped: None,
+            },
+        ));
+        ev.push((
+            t,
+            Event::RateLevel {
+                index,
+                rate_per_s: 10.0 * speed,
+                arrivals: "replay".into(),
+                seed: 0,
+                max_in_flight: 100,
+                duration_s: 1.0 / speed,
+            },
+        ));
+        ev.push((
+            t,
+            Event::ReplayLevel {
+                index,
+                speed,
+                start_s: t,
+            },
+        ));
+        let mut end = t;
+        for k in 0..10u64 {
+            let due = t + k as f64 * 0.1 / speed;
+            end = due + took;
+            let mut e = Event::bare_request(
+                k + 100 * index as u64,
+                &group_of_level(index),
+                due,
+                took,
+                Outcome::Ok,
+            );
+            if let Event::Request { scheduled_s, .. } = &mut e {
+                *scheduled_s = Some(due);
+            }
+            ev.push((end, e));
+        }
+        ev.push((
+            end,
+            Event::Answers {
+                level: index,
+                by_name: vec![AnswerCount {
+                    name: "tools/call work".into(),
+                    compared: 10,
+                    differed,
+                    first: (differed > 0)
+                        .then(|| "$.n is missing".to_string())
+                        .into_iter()
+                        .collect(),
+                }],
+            },
+        ));
+        ev.push((
+            end + 0.1,
+            Event::LevelEnd {
+                index,
+                concurrency: 100,
+                health: probe,
+                identity: id,
+                stopped: None,
+                not_sent: None,
+                held: None,
+                witness_cpu_s: None,
+                protocol: None,
+            },
+        ));
+    }
+
+    #[test]
+    fn a_speed_fails_when_its_calls_queue_or_its_answers_differ_and_the_sentence_says_which() {
+        use crate::analyze::tests::{loaded, spawn};
+        use crate::journal::{LoadSettings, Settings};
+        let mut ev = vec![
+            (
+                0.0,
+                Event::Settings(Settings {
+                    load: Some(LoadSettings {
+                        factor: 1.5,
+                        cliff_slack_s: 0.05,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            ),
+            (0.0, spawn(7)),
+            (
+                0.0,
+                Event::Replay {
+                    file: "s.jsonl".into(),
+                    transport: "stdio".into(),
+                    sessions: 1,
+                    sessions_how: String::new(),
+                    compare: "shape".into(),
+                    calls: 10,
+                    span_s: 0.9,
+                    names: vec![ReplayName {
+                        name: "tools/call work".into(),
+                        calls: 10,
+                        recorded_p99_s: Some(0.1),
+                    }],
+                    pacing: vec![1; 10],
+                    bucket_s: 0.09,
+                    notes: vec![],
+                },
+            ),
+        ];
+        // 1×: as recorded; 2×: 0.2 s is within 1.5 × 0.1 + 0.05; 4×: queued; 8×: as fast as
+        // recorded, but an answer differed.
+        level(&mut ev, 0, 1.0, 1.0, 0.1, 0);
+        level(&mut ev, 1, 3.0, 2.0, 0.2, 0);
+        level(&mut ev, 2, 5.0, 4.0, 0.5, 0);
+        level(&mut ev, 3, 7.0, 8.0, 0.1, 1);
+        let a = crate::analyze::analyze(&loaded(ev));
+        let l = a.load.unwrap();
+        let v: Vec<&str> = l.levels.iter().map(|x| x.verdict.as_str()).collect();
+        assert_eq!(v, ["pass", "pass", "fail", "fail"], "{:?}", l.levels);
+        assert_eq!(l.verdict, "fail");
+        assert!(
+            l.levels[2].reasons[0].starts_with(
+                "the calls of `tools/call work` queued: p99 500ms > 1.5 × 100ms recorded"
+            ),
+            "{:?}",
+            l.levels[2].reasons
+        );
+        assert!(
+            l.levels[3].reasons[0]
+                .starts_with("1 answer differed from the recording (tools/call work: 1 of 10)"),
+            "{:?}",
+            l.levels[3].reasons
+        );
+        assert_eq!(l.levels[2].rate.as_ref().unwrap().speed, Some(4.0));
+        let r = a.replay.unwrap();
+        assert_eq!((r.held, r.failed_at), (Some(2.0), Some(4.0)));
+        assert_eq!(
+            r.words,
+            "holds 2×; at 4× the calls of `tools/call work` queued: p99 200ms → 500ms"
+        );
+        // Pacing on the recording's clock: at 4× the ten sends fill the recording's ten buckets.
+        assert_eq!(r.speeds[2].pacing.iter().sum::<u32>(), 10);
+        assert!(
+            r.speeds[2].pacing.iter().all(|&c| c == 1),
+            "{:?}",
+            r.speeds[2].pacing
+        );
+    }
+
     #[test]
     fn a_tally_counts_per_kind_and_keeps_the_first_few() {
         let mut t = Tally::default();
