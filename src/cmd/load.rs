@@ -33,12 +33,10 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
 }
 
 /// `witness replay`: the recording `load` plays at each of its levels (the levels' "rates" are
-/// the speeds) instead of one request.
+/// the speeds) instead of one request, made ready by cmd/replay.rs.
 pub(crate) struct ReplayPlan {
     pub file: String,
-    pub recording: crate::observe::record::Recording,
-    pub sessions: u32,
-    pub compare: crate::analyze::answers::Compare,
+    pub replay: crate::load::settings::Replay,
 }
 
 pub(crate) async fn run_with(args: LoadArgs, plan: Option<ReplayPlan>) -> anyhow::Result<i32> {
@@ -48,19 +46,8 @@ pub(crate) async fn run_with(args: LoadArgs, plan: Option<ReplayPlan>) -> anyhow
     crate::load::tls::from_flags(args.tls.cacert.as_deref(), args.tls.insecure)?;
     let mut cfg = ladder_config(&args)?;
     let call = tool_call(&args, &cfg)?;
-    if let Some(p) = &plan {
-        use crate::load::replay::{Options, Replay};
-        let o = Options {
-            base: args.url.is_some().then_some(&cfg.spec.uri),
-            headers: &cfg.spec.headers,
-            sessions: p.sessions,
-            compare: p.compare,
-            max_in_flight: args.open.max_in_flight,
-        };
-        let replay = Replay::new(&p.recording, &o)
-            .map_err(|e| usage(format!("{}: cannot be replayed: {e}", p.file)))?;
-        cfg.replay = Some(Arc::new(replay));
-    }
+    let replay_file = plan.as_ref().map(|p| p.file.clone());
+    cfg.replay = plan.map(|p| Arc::new(p.replay));
     // MCP over stdio: `--mcp TOOL -- CMD` without --url. The server's stdin/stdout are the protocol.
     let stdio = call.is_some() && args.url.is_none();
     if stdio && args.command.is_empty() {
@@ -116,7 +103,11 @@ pub(crate) async fn run_with(args: LoadArgs, plan: Option<ReplayPlan>) -> anyhow
     // witness's own descriptors, before anything runs: its EMFILE must never pass as the server's.
     let (top, what) = most_held(&cfg, &args);
     crate::server::fds::ensure(crate::server::fds::needed(top), &what).map_err(refuse)?;
-    let mode = if plan.is_some() { "replay" } else { "load" };
+    let mode = if replay_file.is_some() {
+        "replay"
+    } else {
+        "load"
+    };
     let journal = open_journal(mode, &args.output)?;
     crate::load::tls::journal_note(&journal);
     say_resolutions(&journal);
@@ -193,11 +184,11 @@ pub(crate) async fn run_with(args: LoadArgs, plan: Option<ReplayPlan>) -> anyhow
         }),
         extra: serde_json::Value::Null,
     }));
-    if let (Some(r), Some(p)) = (&cfg.replay, &plan) {
-        journal.emit(r.event(&p.file));
+    if let (Some(r), Some(file)) = (&cfg.replay, &replay_file) {
+        journal.emit(r.event(file));
         crate::errln!(
             "witness: replaying {}: {} call{} over {} as recorded; {}",
-            p.file,
+            file,
             r.calls.len(),
             if r.calls.len() == 1 { "" } else { "s" },
             crate::journal::secs(r.span_s),
@@ -1110,7 +1101,7 @@ pub fn default_body(method: &Method) -> Bytes {
     }
 }
 
-fn request_headers(a: &LoadArgs) -> anyhow::Result<(HeaderMap, Vec<String>)> {
+pub(crate) fn request_headers(a: &LoadArgs) -> anyhow::Result<(HeaderMap, Vec<String>)> {
     let marked: Vec<String> = a
         .secret_header
         .iter()

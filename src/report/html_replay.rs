@@ -4,7 +4,6 @@
 
 use std::fmt::Write;
 
-use super::html::esc;
 use crate::analyze::answers::ReplayAnalysis;
 use crate::analyze::Analysis;
 use crate::journal::{secs, speed_words};
@@ -116,4 +115,22 @@ fn pacing(o: &mut String, r: &ReplayAnalysis) {
         left + width,
         secs(r.bucket_s * n as f64)
     );
+}
+
+/// Text made safe inside HTML, as html.rs escapes it (kept here: the page includes this section,
+/// so the section does not import the page back).
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push('\u{FFFD}'),
+            c => o.push(c),
+        }
+    }
+    o
 }
