@@ -47,6 +47,19 @@ pub fn carried() -> bool {
     !values().is_empty()
 }
 
+/// Header names whose values are credentials.
+pub fn is_credential(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    matches!(
+        n.as_str(),
+        "authorization" | "proxy-authorization" | "cookie"
+    ) || [
+        "api-key", "apikey", "api_key", "token", "secret", "session", "password", "auth",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
 /// `text` with every secret value replaced by `***`.
 pub fn scrub(text: &str) -> Cow<'_, str> {
     scrub_with(text, values())

@@ -321,8 +321,12 @@ fn a_stdio_recording_survives_sigkill_up_to_its_last_flush() {
         let a = raw.echo(&format!("before the kill {n}"));
         assert!(a.get("result").is_some(), "{a}");
     }
-    // Well past one flush interval: everything above is in the file.
-    std::thread::sleep(Duration::from_millis(800));
+    // A flush comes at most 200 ms after a message: the answers reach the file while the session
+    // is idle (not only at its end). The deadline is generous for a busy machine.
+    wait_until("the flushed answers", Duration::from_secs(10), || {
+        let text = std::fs::read_to_string(&rec).unwrap_or_default();
+        text.lines().filter(|l| l.contains("\"outcome\"")).count() == 11
+    });
     kill(raw.child.id() as i32, 9);
     let _ = raw.end();
     let text = std::fs::read_to_string(&rec).unwrap();
@@ -611,7 +615,22 @@ fn a_har_survives_sigkill_as_valid_har_up_to_its_last_flush() {
     for n in 0..10 {
         assert_eq!(get(listen, &format!("/call?n={n}")), Some(200));
     }
-    std::thread::sleep(Duration::from_millis(800));
+    wait_until("the flushed exchanges", Duration::from_secs(10), || {
+        let text = std::fs::read_to_string(&har).unwrap_or_default();
+        serde_json::from_str::<Value>(&text).is_ok_and(|v| {
+            v["log"]["entries"].as_array().is_some_and(|e| {
+                e.iter()
+                    .filter(|e| {
+                        e["request"]["url"]
+                            .as_str()
+                            .unwrap_or("")
+                            .contains("/call?n=")
+                    })
+                    .count()
+                    == 10
+            })
+        })
+    });
     kill(wrap.id() as i32, 9);
     let _ = wait_bounded(wrap, Duration::from_secs(10));
     let seen = haralyzer(&har);

@@ -48,6 +48,7 @@ use crate::journal::{ErrorKind, Event, Journal, Outcome, TimeoutPhase};
 use crate::load::outcome::{body_start, classify_response, Rejection};
 use crate::observe::record::write::Draft;
 use crate::observe::record::HarRecorder;
+use crate::secrets::is_credential;
 
 /// At most this much of a JSON-RPC request or answer is copied to be read (the bytes all pass).
 const RPC_COPY: usize = 1024 * 1024;
@@ -956,19 +957,6 @@ fn header_list(h: &hyper::HeaderMap) -> Vec<(String, Vec<u8>)> {
     h.iter()
         .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
         .collect()
-}
-
-/// Header names whose values are credentials.
-pub fn is_credential(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    matches!(
-        n.as_str(),
-        "authorization" | "proxy-authorization" | "cookie"
-    ) || [
-        "api-key", "apikey", "api_key", "token", "secret", "session", "password", "auth",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
 }
 
 impl Exchange {

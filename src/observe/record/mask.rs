@@ -80,7 +80,7 @@ impl Masker {
     /// Whether an HTTP header's value is a credential: the proxy's rule (Authorization, Cookie,
     /// anything naming a key, token, secret, session, password or auth) or a secret key name.
     pub fn is_credential_header(&self, name: &str) -> bool {
-        crate::observe::proxy::is_credential(name) || self.is_secret_key(name)
+        crate::secrets::is_credential(name) || self.is_secret_key(name)
     }
 
     /// `v` with every secret key's value replaced by `"***"` and every string scrubbed of the run's

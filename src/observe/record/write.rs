@@ -864,3 +864,150 @@ impl HarWriter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::record::{open, Recording};
+
+    fn settings(name: &str, max_bytes: u64, body_bytes: u64) -> Settings {
+        let dir = std::env::temp_dir().join(format!("witness-write-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Settings {
+            path: dir.join(name),
+            max_bytes,
+            body_bytes,
+            mask_keys: vec![],
+        }
+    }
+
+    fn draft(seq: u64, body: &[u8], resp: &[u8]) -> Draft {
+        let now = Instant::now();
+        Draft {
+            seq,
+            start: Some(now),
+            method: "POST".into(),
+            url: format!("http://127.0.0.1:1/p/{seq}?token=abc1"),
+            http_version: "HTTP/1.1".into(),
+            request_headers: vec![
+                ("authorization".into(), b"Bearer tok-1234".to_vec()),
+                ("content-type".into(), b"application/json".to_vec()),
+            ],
+            request_body: body.to_vec(),
+            request_bytes: body.len() as u64,
+            status: Some(200),
+            status_text: "OK".into(),
+            response_version: "HTTP/1.1".into(),
+            response_headers: vec![("content-type".into(), b"text/plain".to_vec())],
+            headers_at: Some(now),
+            end: Some(now),
+            response_body: resp.to_vec(),
+            response_bytes: resp.len() as u64,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_har_keeps_start_order_masks_and_cuts_bodies_with_a_comment() {
+        let s = settings("a.har", 1 << 20, 64);
+        let r = HarRecorder::create(&s).unwrap();
+        // Finished out of start order: written in start order.
+        r.entry(draft(1, br#"{"password":"pw-1","n":1}"#, b"second"));
+        r.entry(draft(0, br#"{"n":0}"#, &[b'x'; 100]));
+        let big = format!(r#"{{"password":"pw-2","pad":"{}"}}"#, "y".repeat(100));
+        r.entry(draft(2, big.as_bytes(), b"third"));
+        let sum = r.finish().unwrap();
+        assert_eq!((sum.kept, sum.not_kept, sum.cut), (3, 0, 2));
+        let text = std::fs::read_to_string(&s.path).unwrap();
+        assert!(!text.contains("pw-") && !text.contains("tok-1234") && !text.contains("abc1"));
+        let Recording::Http(har) = open(&s.path).unwrap() else {
+            panic!("a HAR")
+        };
+        let e = &har.log.entries;
+        assert!(e[0].request.url.ends_with("/p/0?token=***"));
+        assert_eq!(e[0].request.post_data.as_ref().unwrap().text, r#"{"n":0}"#);
+        assert_eq!(
+            e[0].response.content.text.as_deref(),
+            Some(&"x".repeat(64)[..])
+        );
+        assert!(e[0]
+            .response
+            .content
+            .comment
+            .as_ref()
+            .unwrap()
+            .contains("cut"));
+        assert_eq!(e[1].request.header("authorization"), Some("***"));
+        assert_eq!(
+            e[1].request.post_data.as_ref().unwrap().text,
+            r#"{"n":1,"password":"***"}"#
+        );
+        // A JSON body over the bound is not kept: its secrets could not be found in part of it.
+        let p = e[2].request.post_data.as_ref().unwrap();
+        assert_eq!(p.text, "");
+        assert!(p.comment.as_ref().unwrap().contains("not kept"));
+    }
+
+    #[test]
+    fn a_har_past_its_cap_says_in_the_log_how_many_were_not_kept() {
+        let s = settings("cap.har", 1500, 1024);
+        let r = HarRecorder::create(&s).unwrap();
+        for i in 0..10 {
+            r.entry(draft(i, b"{}", b"ok"));
+        }
+        let sum = r.finish().unwrap();
+        assert!(sum.kept >= 1 && sum.kept + sum.not_kept == 10, "{sum:?}");
+        assert!(std::fs::metadata(&s.path).unwrap().len() <= 1500 + 200);
+        let Recording::Http(har) = open(&s.path).unwrap() else {
+            panic!("a HAR")
+        };
+        assert_eq!(har.log.entries.len() as u64, sum.kept);
+        let c = har.log.comment.unwrap();
+        assert!(
+            c.contains(&format!("{} exchanges were not kept", sum.not_kept)),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn stdio_batches_errors_tool_errors_and_long_results_are_recorded_as_the_format_says() {
+        let s = settings("s.jsonl", 1 << 20, 40);
+        let r = StdioRecorder::create(&s, &["srv".into(), "--token".into(), "t-9".into()]).unwrap();
+        let at = Instant::now();
+        r.line(at, true, br#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":"x","method":"b","params":{"secret":"s-1"}}]"#);
+        r.line(
+            at,
+            false,
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no a"}}"#,
+        );
+        r.line(
+            at,
+            false,
+            br#"{"jsonrpc":"2.0","id":"x","result":{"isError":true,"content":[]}}"#,
+        );
+        r.line(at, false, br#"{"jsonrpc":"2.0","id":2,"result":{"text":"a long result, longer than forty bytes"}}"#);
+        r.line(
+            at,
+            false,
+            br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#,
+        );
+        r.lost();
+        let sum = r.finish().unwrap();
+        assert_eq!((sum.kept, sum.not_kept, sum.cut), (6, 1, 1));
+        let Recording::Stdio(rec) = open(&s.path).unwrap() else {
+            panic!("stdio")
+        };
+        assert_eq!(rec.header.command, ["srv", "--token", "***"]);
+        assert_eq!(rec.client.len(), 2);
+        assert_eq!(rec.client[1].msg["params"]["secret"], "***");
+        let e = rec.answer_to(&serde_json::json!(1)).unwrap();
+        assert_eq!((e.outcome, e.code), (AnswerOutcome::Error, Some(-32601)));
+        assert_eq!(e.message.as_deref(), Some("no a"));
+        let t = rec.answer_to(&serde_json::json!("x")).unwrap();
+        assert_eq!(t.outcome, AnswerOutcome::ToolError);
+        let long = rec.answer_to(&serde_json::json!(2)).unwrap();
+        assert!(long.result_cut && long.result.is_none());
+        assert_eq!(rec.server.len(), 1);
+        assert_eq!(rec.note.unwrap().not_kept, 1);
+    }
+}
