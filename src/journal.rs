@@ -377,6 +377,31 @@ fn is_zero(n: &u64) -> bool {
 /// the server did nothing with them.
 pub const UNPROCESSED_RESENDS: u32 = 3;
 
+/// `witness replay`: one kind of recorded call (`tools/call work`, `GET /items`), in the order the
+/// recording first sent it; a replayed request's `worker` is its index among these.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ReplayName {
+    pub name: String,
+    /// How many of one session's calls are of this kind.
+    pub calls: u64,
+    /// How long the recorded answers took (request to answer, as recorded): the base a replayed
+    /// call's latency is held to. Absent when the recording kept no answer of this kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_p99_s: Option<f64>,
+}
+
+/// `witness replay`: how the answers of one kind of call at one level compared with the recorded
+/// ones (`Event::Answers`), counted, with the first few differences in words.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AnswerCount {
+    pub name: String,
+    /// Answers compared (a call that got no answer is a failed request, not compared).
+    pub compared: u64,
+    pub differed: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first: Vec<String>,
+}
+
 /// HTTP/2: the connections of a level that ended one way (`Event::Connections`), counted.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ConnectionEnds {
@@ -713,6 +738,45 @@ pub enum Event {
         max_in_flight: u32,
         duration_s: f64,
     },
+    /// `witness replay`: the recording whose calls the levels send, journalled once before the
+    /// first level. Each level plays it at a speed (`replay_level`); its requests' `worker` is the
+    /// index of their kind in `names`, their `scheduled_s` the recorded offset ÷ the speed.
+    Replay {
+        file: String,
+        /// `stdio` (MCP JSON-RPC) or `http` (HAR).
+        transport: String,
+        /// Copies of the session played at once, and how (over stdio: multiplexed on witness's one
+        /// session with ids rewritten).
+        sessions: u32,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        sessions_how: String,
+        /// `outcome`, `shape` or `exact`: what of each answer is compared with the recorded one.
+        compare: String,
+        /// One session's timed calls (the handshake excluded), and the recorded span from the first
+        /// call's send to the last's.
+        calls: u64,
+        span_s: f64,
+        names: Vec<ReplayName>,
+        /// The recorded session's sends per `bucket_s` (its pacing), at most a hundred buckets.
+        pacing: Vec<u32>,
+        bucket_s: f64,
+        /// What of the recording was not replayed, in words (masked values, notifications, cut answers).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        notes: Vec<String>,
+    },
+    /// `witness replay`: a level plays the recording at `speed` (2: twice as fast), its schedule
+    /// starting at `start_s`. Journalled after the level's `rate_level`.
+    ReplayLevel {
+        index: u32,
+        speed: f64,
+        start_s: f64,
+    },
+    /// `witness replay`: how a level's answers compared with the recorded ones, per kind of call;
+    /// journalled once the level's last answer is in (before its `level_end`).
+    Answers {
+        level: u32,
+        by_name: Vec<AnswerCount>,
+    },
     /// `load --find-limit`: the levels that follow are the probes of a search for the highest
     /// level that passes (`over`: `levels` or `rates`), to `resolution` (0.1: 10 %) within
     /// `max_levels` probes.
@@ -947,6 +1011,9 @@ impl Event {
             Event::RateLevel { .. } => "rate_level",
             Event::Connections { .. } => "connections",
             Event::Search { .. } => "search",
+            Event::Replay { .. } => "replay",
+            Event::ReplayLevel { .. } => "replay_level",
+            Event::Answers { .. } => "answers",
         }
     }
 }
@@ -1500,6 +1567,13 @@ pub fn rate_words(per_s: f64) -> String {
     let t = format!("{per_s:.2}");
     let t = t.trim_end_matches('0').trim_end_matches('.');
     format!("{t}/s")
+}
+
+/// A replay's speed in words: "2×", "0.5×", "1.25×".
+pub fn speed_words(speed: f64) -> String {
+    let t = format!("{speed:.2}");
+    let t = t.trim_end_matches('0').trim_end_matches('.');
+    format!("{t}×")
 }
 
 /// A level as the lines about it name it: "8" (workers) or "200/s" (an open-loop level).

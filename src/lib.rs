@@ -26,6 +26,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {
     match cli.command {
         cli::Command::Wrap(args) => cmd::wrap::run(*args).await,
         cli::Command::Load(args) => cmd::load::run(*args).await,
+        cli::Command::Replay(args) => cmd::replay::run(*args).await,
         cli::Command::Soak(args) => cmd::soak::run(*args).await,
         cli::Command::Report(args) => cmd::report::run(args),
         cli::Command::Mcp(args) => cmd::mcp::run(args).await,

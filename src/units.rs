@@ -148,6 +148,29 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(r)
 }
 
+/// The fastest a recording is replayed (`replay --speeds`): more is a typo.
+pub const MAX_SPEED: f64 = 10_000.0;
+
+/// A replay speed: `2x` (twice as fast as recorded), `0.5x`, `1×`; a bare number too. Above 0, at
+/// most [`MAX_SPEED`].
+pub fn parse_speed(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let hint = "write a speed like 1x (as recorded), 2x (twice as fast) or 0.5x (half as fast)";
+    let n = t.strip_suffix(['x', 'X', '×']).unwrap_or(t).trim();
+    let v: f64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a speed; {hint}"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!(
+            "{s:?}: a speed must be above 0 (0x would never send); {hint}"
+        ));
+    }
+    if v > MAX_SPEED {
+        return Err(format!("{s:?} is too fast: at most {MAX_SPEED}x"));
+    }
+    Ok(v)
+}
+
 /// A fraction as a percentage: `10%` (or `10`) is 0.1; from 1 % to 100 %.
 pub fn parse_percent(s: &str) -> Result<f64, String> {
     let t = s.trim();

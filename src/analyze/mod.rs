@@ -1,6 +1,7 @@
 //! Analysis: a pure function of the journal. It performs no I/O and reads no clock, so `witness report`
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
+pub mod answers;
 pub mod classify;
 pub mod cuts;
 pub mod gpu;
@@ -165,6 +166,8 @@ pub struct Analysis {
     pub soak: Option<soak::SoakAnalysis>,
     /// The calls a real client made through `wrap` (stdio relay, proxy), per method or tool.
     pub observed: Option<observed::ObservedAnalysis>,
+    /// `witness replay`: the recording played, its speeds and how the answers compared.
+    pub replay: Option<answers::ReplayAnalysis>,
     /// The run laid out for the HTML timeline and the trace export.
     pub picture: picture::Picture,
     /// For a journal merged from several sources: the sources, their clocks, and requests grouped
@@ -273,9 +276,13 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     let mut picture_requests = picture::Requests::new(end_s, observed_scope.clone());
     // The requests each exit cut, told once with the exit, whichever journal they came from.
     let mut cuts = cuts::Cuts::new(header, recs, &processes);
+    let mut replay = answers::Acc::new(recs);
     let soak = {
         let mut fold = requests_pass().inspect(|r| {
             cuts.request(r);
+            if let Some(x) = replay.as_mut() {
+                x.request(r);
+            }
             if let Some(l) = ladder.as_mut() {
                 l.request(r);
             }
@@ -342,9 +349,13 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     if let Some(s) = soak.as_mut() {
         suspicions.append(&mut s.suspicions);
     }
+    let mut replay_found = None;
     let mut load = settings.load.as_ref().zip(ladder).map(|(ls, acc)| {
         let (mut load, more) = acc.finish(ls.factor, ls.cliff_slack_s);
         suspicions.extend(more);
+        replay_found = replay
+            .take()
+            .map(|x| x.finish(&mut load, ls.factor, ls.cliff_slack_s));
         if partial.is_some() {
             verdict::stopped_early(
                 &mut load,
@@ -391,6 +402,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         suspicions,
         resolution: resolution::rows(recs),
         load,
+        replay: replay_found,
         soak,
         observed,
         lifecycle: lifecycle_json(recs),

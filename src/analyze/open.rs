@@ -15,14 +15,14 @@ use crate::journal::{rate_words, secs, Event, Record};
 fn value(l: &LevelRow) -> f64 {
     l.rate
         .as_ref()
-        .map_or(l.concurrency as f64, |r| r.rate_per_s)
+        .map_or(l.concurrency as f64, |r| r.speed.unwrap_or(r.rate_per_s))
 }
 
 fn name(over: &str, v: f64) -> String {
-    if over == "rates" {
-        rate_words(v)
-    } else {
-        format!("{v}")
+    match over {
+        "rates" => rate_words(v),
+        "speeds" => crate::journal::speed_words(v),
+        _ => format!("{v}"),
     }
 }
 
@@ -87,12 +87,10 @@ pub fn limit(recs: &[Record], load: &mut LoadAnalysis) {
         .filter(|l| l.verdict == "pass" && fails_at.is_none_or(|f| value(l) < f))
         .max_by(|a, b| value(a).total_cmp(&value(b)));
     let holds = held.map(value);
-    let unit = |v: f64| {
-        if over == "rates" {
-            format!("{} requests/s", rate_words(v).trim_end_matches("/s"))
-        } else {
-            format!("{v} concurrent requests")
-        }
+    let unit = |v: f64| match over.as_str() {
+        "rates" => format!("{} requests/s", rate_words(v).trim_end_matches("/s")),
+        "speeds" => format!("the recording at {}", crate::journal::speed_words(v)),
+        _ => format!("{v} concurrent requests"),
     };
     let witness_bound = fail.is_some_and(|f| f.rate.as_ref().is_some_and(|r| r.behind.is_some()));
     let words = match (&ended, holds, fail) {

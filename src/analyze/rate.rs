@@ -36,6 +36,10 @@ pub struct RateRow {
     /// Set when witness could not keep the schedule, in words with the figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub behind: Option<String>,
+    /// `witness replay`: the speed the recording was played at (its arrivals are `replay`); the
+    /// level is named by it, and held to the recorded latencies instead of a served rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speed: Option<f64>,
     #[serde(skip)]
     first_due_s: Option<f64>,
     #[serde(skip)]
@@ -68,6 +72,7 @@ impl RateRow {
             served_per_s: None,
             tolerance: SERVED_TOLERANCE,
             behind: None,
+            speed: None,
             first_due_s: None,
             last_ok_s: None,
         })
@@ -127,7 +132,10 @@ impl RateRow {
             self.behind = Some(words.clone());
             reasons.push(words);
         }
-        if let Some(served) = self.served_per_s {
+        // A replay's calls come in its recorded bursts and pauses: a served rate over its span
+        // says little; its calls are held to their recorded latencies (analyze/answers.rs).
+        let replay = self.arrivals == "replay";
+        if let Some(served) = self.served_per_s.filter(|_| !replay) {
             if served < drawn.min(self.rate_per_s) * (1.0 - self.tolerance) {
                 reasons.push(format!(
                     "served {} of the {offered} offered (more than {:.0} % short): the server did not keep up",

@@ -37,7 +37,18 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
             _ => None,
         })
         .collect();
-    let name = |index: &u32, n: &u32| crate::journal::level_name(*n, rates.get(index).copied());
+    // A replay's levels by their speed.
+    let speeds: std::collections::BTreeMap<u32, f64> = recs
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::ReplayLevel { index, speed, .. } => Some((*index, *speed)),
+            _ => None,
+        })
+        .collect();
+    let name = |index: &u32, n: &u32| match speeds.get(index) {
+        Some(s) => crate::journal::speed_words(*s),
+        None => crate::journal::level_name(*n, rates.get(index).copied()),
+    };
     let mut out = Vec::new();
     for r in recs {
         let t = r.t_s;

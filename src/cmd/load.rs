@@ -29,12 +29,25 @@ use crate::server::process::State;
 use crate::server::Target;
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
+    run_with(args, None).await
+}
+
+/// `witness replay`: the recording `load` plays at each of its levels (the levels' "rates" are
+/// the speeds) instead of one request, made ready by cmd/replay.rs.
+pub(crate) struct ReplayPlan {
+    pub file: String,
+    pub replay: crate::load::settings::Replay,
+}
+
+pub(crate) async fn run_with(args: LoadArgs, plan: Option<ReplayPlan>) -> anyhow::Result<i32> {
     // Before anything is written or printed: credential values are scrubbed from every artifact.
     let (_, secrets) = request_headers(&args)?;
     crate::secrets::install(&secrets).map_err(|e| usage(format!("{e:#}")))?;
     crate::load::tls::from_flags(args.tls.cacert.as_deref(), args.tls.insecure)?;
     let mut cfg = ladder_config(&args)?;
     let call = tool_call(&args, &cfg)?;
+    let replay_file = plan.as_ref().map(|p| p.file.clone());
+    cfg.replay = plan.map(|p| Arc::new(p.replay));
     // MCP over stdio: `--mcp TOOL -- CMD` without --url. The server's stdin/stdout are the protocol.
     let stdio = call.is_some() && args.url.is_none();
     if stdio && args.command.is_empty() {
@@ -90,7 +103,12 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     // witness's own descriptors, before anything runs: its EMFILE must never pass as the server's.
     let (top, what) = most_held(&cfg, &args);
     crate::server::fds::ensure(crate::server::fds::needed(top), &what).map_err(refuse)?;
-    let journal = open_journal("load", &args.output)?;
+    let mode = if replay_file.is_some() {
+        "replay"
+    } else {
+        "load"
+    };
+    let journal = open_journal(mode, &args.output)?;
     crate::load::tls::journal_note(&journal);
     say_resolutions(&journal);
     // Health: --health-url when given; for MCP otherwise its `ping`.
@@ -98,7 +116,12 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         Some(call) => {
             let target = match pipes {
                 Some(rx) => {
-                    McpTarget::Stdio(StdioLink::new(rx, journal.clone(), call.modern.clone()))
+                    let link = StdioLink::new(rx, journal.clone(), call.modern.clone());
+                    // A replay opens its session as recorded.
+                    if let Some(init) = cfg.replay.as_ref().and_then(|r| r.initialize.clone()) {
+                        link.initialize_as(init);
+                    }
+                    McpTarget::Stdio(link)
                 }
                 None => McpTarget::Http(cfg.spec.uri.clone()),
             };
@@ -128,6 +151,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
                 cfg.spec.uri.to_string()
             },
             method: match &call {
+                _ if cfg.replay.is_some() => "replay".to_string(),
                 Some(_) => "tools/call".to_string(),
                 None => cfg.spec.method.to_string(),
             },
@@ -160,9 +184,25 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
         }),
         extra: serde_json::Value::Null,
     }));
+    if let (Some(r), Some(file)) = (&cfg.replay, &replay_file) {
+        journal.emit(r.event(file));
+        crate::errln!(
+            "witness: replaying {}: {} call{} over {} as recorded; {}",
+            file,
+            r.calls.len(),
+            if r.calls.len() == 1 { "" } else { "s" },
+            crate::journal::secs(r.span_s),
+            r.sessions_how()
+        );
+        for n in &r.notes {
+            crate::errln!("witness: ! {n}");
+        }
+    }
     if args.open.find_limit {
         journal.emit(Event::Search {
-            over: if cfg.open.is_some() {
+            over: if cfg.replay.is_some() {
+                "speeds"
+            } else if cfg.open.is_some() {
                 "rates"
             } else {
                 "levels"
@@ -358,7 +398,10 @@ async fn measure(
         if *stop.borrow() {
             return Ok(String::new());
         }
-        let name = crate::load::search::level_name(n, rate);
+        let name = match (&cfg.replay, rate) {
+            (Some(_), Some(speed)) => crate::journal::speed_words(speed),
+            _ => crate::load::search::level_name(n, rate),
+        };
         let ran = run == LevelRun::Ran;
         match run {
             LevelRun::Ran => {}
@@ -961,6 +1004,7 @@ fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
         mcp: None,
         http2: a.protocol.http2.then_some(a.protocol.connections),
         open: open_config(a)?,
+        replay: None,
     })
 }
 
@@ -1057,7 +1101,7 @@ pub fn default_body(method: &Method) -> Bytes {
     }
 }
 
-fn request_headers(a: &LoadArgs) -> anyhow::Result<(HeaderMap, Vec<String>)> {
+pub(crate) fn request_headers(a: &LoadArgs) -> anyhow::Result<(HeaderMap, Vec<String>)> {
     let marked: Vec<String> = a
         .secret_header
         .iter()

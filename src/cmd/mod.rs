@@ -5,6 +5,7 @@ pub mod gpu;
 pub mod load;
 pub mod man;
 pub mod mcp;
+pub mod replay;
 pub mod report;
 pub mod soak;
 pub mod wrap;

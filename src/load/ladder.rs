@@ -241,13 +241,18 @@ pub async fn run_level(
         None => Budget::Rounds(cfg.rounds),
     };
     let what = match rate {
+        Some(r) if cfg.replay.is_some() => crate::journal::speed_words(r),
         Some(r) => crate::journal::rate_words(r),
         None => format!("n={concurrency}"),
     };
     let progress = LevelProgress::start(live, index, what);
     let mut spoke: Option<Box<dyn FnOnce() -> String + Send>> = None;
     let open = cfg.open.as_ref().zip(rate);
-    let not_sent = if let Some((open, rate)) = open {
+    let not_sent = if let (Some(replay), Some(speed)) = (&cfg.replay, rate) {
+        let tally = progress.is_live().then(|| progress.tally.clone());
+        super::replay::run_speed_level(cfg, replay, speed, index, target, journal, ids, tally, stop)
+            .await
+    } else if let Some((open, rate)) = open {
         let tally = progress.is_live().then(|| progress.tally.clone());
         super::open::run_rate_level(cfg, open, rate, index, target, journal, ids, tally, stop).await
     } else if let Some((mcp, call)) = &cfg.mcp {
@@ -362,6 +367,19 @@ fn protocol(
 
 /// An open-loop level's rate and schedule, journalled right after its start.
 fn rate_level(cfg: &LadderConfig, journal: &Journal, index: u32, rate: Option<f64>) {
+    // A replay's level: the recording's calls at its speed, over the recorded span ÷ the speed.
+    if let (Some(replay), Some(speed)) = (&cfg.replay, rate) {
+        let duration_s = replay.span_s / speed;
+        journal.emit(Event::RateLevel {
+            index,
+            rate_per_s: replay.sends() as f64 / duration_s.max(1e-3),
+            arrivals: "replay".into(),
+            seed: 0,
+            max_in_flight: replay.max_in_flight,
+            duration_s,
+        });
+        return;
+    }
     if let (Some(open), Some(rate)) = (&cfg.open, rate) {
         journal.emit(Event::RateLevel {
             index,

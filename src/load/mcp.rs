@@ -408,6 +408,8 @@ pub struct StdioLink {
     current: Mutex<Option<Arc<StdioConn>>>,
     journal: Journal,
     modern: Option<String>,
+    /// `witness replay`: the recorded `initialize` params, sent in place of witness's own.
+    initialize: std::sync::OnceLock<Value>,
 }
 
 impl StdioLink {
@@ -422,7 +424,14 @@ impl StdioLink {
             current: Mutex::new(None),
             journal,
             modern,
+            initialize: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Opens every session with these `initialize` params (a recorded session's, as recorded)
+    /// instead of witness's own.
+    pub fn initialize_as(&self, params: Value) {
+        let _ = self.initialize.set(params);
     }
 
     /// The live connection, opening a session on the newest pipes when the last one closed. Waits
@@ -459,7 +468,10 @@ impl StdioLink {
             let conn = StdioConn::start(p);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let modern = self.modern.as_deref();
-            let (method, params) = handshake(modern);
+            let (method, params) = match (modern, self.initialize.get()) {
+                (None, Some(recorded)) => ("initialize", recorded.clone()),
+                _ => handshake(modern),
+            };
             let ex = conn
                 .exchange(method, params, left.max(Duration::from_millis(1)))
                 .await;
@@ -1008,6 +1020,41 @@ impl Session {
             }
             Session::Http(s) => s.exchange(method, params, limit).await,
         }
+    }
+
+    /// Any request (`witness replay` sends what was recorded), as one outcome and one duration,
+    /// with the whole answer when one came.
+    pub async fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+        limits: Limits,
+        rej: &super::outcome::Rejection,
+    ) -> (Sent, Option<Value>) {
+        let ex = self.exchange(method, params, limits.whole).await;
+        let (outcome, status, detail, reply) = match ex.reply {
+            Ok(v) => {
+                let (o, d) = classify_reply(&v, rej);
+                (o, None, d, Some(v))
+            }
+            Err(f) => {
+                let (o, s, d) = fail_outcome(f, limits);
+                (o, s, d, None)
+            }
+        };
+        let sent = Sent {
+            start: ex.start,
+            end: ex.end,
+            outcome,
+            status,
+            detail,
+            body_bytes: None,
+            body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
+        };
+        (sent, reply)
     }
 
     /// One `tools/call`, as one outcome and one duration.

@@ -52,6 +52,7 @@ pub mod mcp;
 pub mod open;
 pub mod outcome;
 pub mod progress;
+pub mod replay;
 pub mod resolve;
 pub mod search;
 pub mod settings;

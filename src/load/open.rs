@@ -165,17 +165,105 @@ pub async fn run_rate_level(
         opened: AtomicU32::new(0),
         tally,
     });
+    let schedule = Schedule::new(rate, open.arrivals, open.seed, index, open.duration);
+    let start = Instant::now();
+    let timing = Timing {
+        start,
+        deadline: start + open.duration,
+        max_in_flight: open.max_in_flight,
+        whole: cfg.limits.whole,
+    };
+    drive(
+        schedule.map(|o| (o, ())),
+        timing,
+        target,
+        stop,
+        |(), due, stop| {
+            let sh = shared.clone();
+            async move { sh.send_one(due, stop).await }
+        },
+    )
+    .await
+}
+
+impl Shared {
+    /// One send of a rate level: on an idle connection (or a new one), journalled.
+    async fn send_one(&self, due: Instant, mut stop: watch::Receiver<bool>) {
+        let (slot, mut ex) = self.take().await;
+        if let Some(t) = &self.tally {
+            t.started();
+        }
+        let started = Instant::now();
+        let s = tokio::select! {
+            biased;
+            s = self.send(&mut ex, started) => s,
+            _ = stopped(&mut stop) => interrupted(started),
+        };
+        if let Some(t) = &self.tally {
+            t.finished(&s.outcome);
+        }
+        self.record(slot, s, due);
+        self.idle.lock().expect("idle").push((slot, ex));
+    }
+}
+
+/// A send cut short by witness's own stop: journalled as interrupted, never the server's failure.
+pub(super) fn interrupted(started: Instant) -> Sent {
+    Sent {
+        start: started,
+        end: Instant::now(),
+        outcome: Outcome::Error {
+            error: ErrorKind::Interrupted,
+            status: None,
+        },
+        status: None,
+        detail: Some("in flight when witness stopped the run".into()),
+        body_bytes: None,
+        body_cut: false,
+        connect_s: None,
+        headers_s: None,
+        handshake_s: None,
+    }
+}
+
+/// When an open-loop level's schedule starts and ends, and what bounds its sends.
+#[derive(Clone, Copy)]
+pub(super) struct Timing {
+    pub start: Instant,
+    /// The schedule's end: a send due after a restart outlasting it is not sent.
+    pub deadline: Instant,
+    pub max_in_flight: u32,
+    /// The whole-request limit: a send the cap kept back this long past the deadline is not sent.
+    pub whole: Duration,
+}
+
+/// The open loop itself, whatever is sent: each item of `schedule` (an offset in seconds from
+/// `timing.start`, and what to send) is handed to `send` at its time, as a task, with its intended
+/// send time; late when the in-flight cap is full or witness is behind. Returns how many were not
+/// sent (the server died and nothing restarts it, a restart outlasted the level, or the cap stayed
+/// full past the level's end by more than the whole-request limit). Ends when the last send is done.
+pub(super) async fn drive<T, F, Fut>(
+    mut schedule: impl Iterator<Item = (f64, T)>,
+    timing: Timing,
+    target: &Target,
+    stop: &watch::Receiver<bool>,
+    send: F,
+) -> u64
+where
+    F: Fn(T, Instant, watch::Receiver<bool>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let mut stop = stop.clone();
     let mut state = target.state();
-    let cap = Arc::new(Semaphore::new(open.max_in_flight as usize));
-    let mut schedule = Schedule::new(rate, open.arrivals, open.seed, index, open.duration);
-    let start = Instant::now();
-    let deadline = start + open.duration;
+    let cap = Arc::new(Semaphore::new(timing.max_in_flight as usize));
+    let Timing {
+        start, deadline, ..
+    } = timing;
     // A send the cap kept back this long after the level's end is not sent: the level is bounded.
-    let give_up = deadline + cfg.limits.whole;
+    let give_up = deadline + timing.whole;
     let mut sends = tokio::task::JoinSet::new();
     let mut not_sent = 0u64;
-    while let Some(offset) = schedule.next() {
+    while let Some((offset, item)) = schedule.next() {
         let mut due = start + Duration::from_secs_f64(offset);
         // A send already due (witness is behind) goes at once, without a timer's round trip.
         if due > Instant::now() {
@@ -216,39 +304,10 @@ pub async fn run_rate_level(
                 }
             },
         };
-        let sh = shared.clone();
-        let mut stop = stop.clone();
+        let work = send(item, due, stop.clone());
         sends.spawn(async move {
             let _permit = permit;
-            let (slot, mut ex) = sh.take().await;
-            if let Some(t) = &sh.tally {
-                t.started();
-            }
-            let started = Instant::now();
-            let s = tokio::select! {
-                biased;
-                s = sh.send(&mut ex, started) => s,
-                _ = stopped(&mut stop) => {
-                    let end = Instant::now();
-                    Sent {
-                        start: started,
-                        end,
-                        outcome: Outcome::Error { error: ErrorKind::Interrupted, status: None },
-                        status: None,
-                        detail: Some("in flight when witness stopped the run".into()),
-                        body_bytes: None,
-                        body_cut: false,
-                        connect_s: None,
-                        headers_s: None,
-                        handshake_s: None,
-                    }
-                }
-            };
-            if let Some(t) = &sh.tally {
-                t.finished(&s.outcome);
-            }
-            sh.record(slot, s, due);
-            sh.idle.lock().expect("idle").push((slot, ex));
+            work.await;
         });
         // Finished sends are reaped as the level goes: the set holds at most the cap.
         while sends.try_join_next().is_some() {}

@@ -104,6 +104,7 @@ pub fn page(a: &Analysis) -> String {
     suspicions(&mut o, a);
     soak_summary(&mut o, a);
     levels_table(&mut o, a);
+    super::html_replay::section(&mut o, a);
     observed_tables(&mut o, a);
     if a.load.is_none() {
         // A load run's verdict table already counts its requests per level.

@@ -106,6 +106,9 @@ pub fn value(a: &Analysis) -> serde_json::Value {
     if let (Some(w), Some(o)) = (&a.observed, v.as_object_mut()) {
         o.insert("observed".into(), serde_json::json!(w));
     }
+    if let (Some(r), Some(o)) = (&a.replay, v.as_object_mut()) {
+        o.insert("replay".into(), serde_json::json!(r));
+    }
     if let (Some(m), Some(o)) = (&a.merged, v.as_object_mut()) {
         o.insert("merge".into(), serde_json::json!(m));
     }

@@ -2,6 +2,7 @@
 //! never computes a verdict.
 
 pub mod html;
+pub mod html_replay;
 pub mod json;
 pub mod terminal;
 pub mod trace;

@@ -60,6 +60,9 @@ impl View for Terminal {
         if let Some(l) = &a.load {
             o.push_str(&load_block(self, l, &a.resolution));
         }
+        if let Some(r) = &a.replay {
+            o.push_str(&replay_block(self, r));
+        }
         if let Some(w) = &a.observed {
             o.push_str(&observed_block(self, w));
         }
@@ -170,7 +173,55 @@ pub fn level_line(r: &LevelRow) -> String {
 
 /// A level by its concurrency, or an open-loop level by its rate ("200/s").
 fn level_name(r: &LevelRow) -> String {
+    if let Some(speed) = r.rate.as_ref().and_then(|x| x.speed) {
+        return crate::journal::speed_words(speed);
+    }
     crate::journal::level_name(r.concurrency, r.rate.as_ref().map(|x| x.rate_per_s))
+}
+
+/// `witness replay`: what was played, how each speed's answers compared (per kind of call, the
+/// first differences), and the speed that held with why the next failed.
+fn replay_block(t: &Terminal, r: &crate::analyze::answers::ReplayAnalysis) -> String {
+    use crate::journal::{secs, speed_words};
+    let mut o = format!(
+        "replay of {} ({}): {} call{} over {} as recorded, compared by {}; {}\n",
+        r.file,
+        r.transport,
+        r.calls,
+        if r.calls == 1 { "" } else { "s" },
+        secs(r.span_s),
+        r.compare,
+        r.sessions_how
+    );
+    for n in &r.notes {
+        o.push_str(&t.paint("warn", &format!("  ! {n}\n")));
+    }
+    for s in &r.speeds {
+        let compared: u64 = s.answers.iter().map(|a| a.compared).sum();
+        o.push_str(&format!(
+            "  {}: {} of {} answers differed from the recording\n",
+            speed_words(s.speed),
+            s.differed,
+            compared
+        ));
+        for a in s.answers.iter().filter(|a| a.differed > 0) {
+            o.push_str(&format!(
+                "    {}: {} of {} differed",
+                a.name, a.differed, a.compared
+            ));
+            for d in &a.first {
+                o.push_str(&format!("\n      - {d}"));
+            }
+            o.push('\n');
+        }
+    }
+    let sev = if r.failed_at.is_some() {
+        "warn"
+    } else {
+        "info"
+    };
+    o.push_str(&t.paint(sev, &format!("replay: {}\n", r.words)));
+    o
 }
 
 /// Each host name the run resolved, once, and why a slow lookup was slow; what the live run said
