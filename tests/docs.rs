@@ -679,8 +679,7 @@ fn the_readme_is_a_front_door_and_figures_come_from_the_script() {
     ] {
         assert!(readme.contains(link), "README.md does not mention {link}");
     }
-    // Every relative link resolves. docs/replay.md is written with `witness replay` (another
-    // branch); until it lands, it is the one link allowed to wait for its page.
+    // Every relative link resolves.
     let mut dead = Vec::new();
     for f in doc_files() {
         let text = std::fs::read_to_string(&f).unwrap();
@@ -689,7 +688,7 @@ fn the_readme_is_a_front_door_and_figures_come_from_the_script() {
                 .chars()
                 .take_while(|c| !matches!(c, ')' | '#' | ' '))
                 .collect();
-            if target.is_empty() || target.contains("://") || target.ends_with("replay.md") {
+            if target.is_empty() || target.contains("://") {
                 continue;
             }
             if !f.parent().unwrap().join(&target).exists() {
