@@ -451,6 +451,8 @@ impl Acc {
                 pacing: f.pacing.clone(),
             });
         }
+        // The cost line names its level, now known by its speed.
+        load.cost = super::verdict::cost_words(&load.levels);
         if load.verdict == "pass" && load.levels.iter().any(|l| l.verdict != "pass") {
             load.verdict = "fail".into();
         }

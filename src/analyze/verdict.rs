@@ -111,6 +111,20 @@ pub struct LevelRow {
     pub cliff_only: bool,
 }
 
+impl LevelRow {
+    /// The level as every line names it: its workers ("8"), its arrival rate ("200/s"), or a
+    /// replay's speed ("4×").
+    pub fn name(&self) -> String {
+        match &self.rate {
+            Some(r) => match r.speed {
+                Some(speed) => crate::journal::speed_words(speed),
+                None => crate::journal::rate_words(r.rate_per_s),
+            },
+            None => self.concurrency.to_string(),
+        }
+    }
+}
+
 /// HTTP/2: a level's connections, how they ended and the streams sent again, as journalled.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ConnectionsRow {
@@ -1307,7 +1321,7 @@ pub fn cost_words(levels: &[LevelRow]) -> Option<String> {
         })
         .max_by(|a, b| a.1.cmp(&b.1))?;
     let what = match &l.rate {
-        Some(r) => crate::journal::rate_words(r.rate_per_s),
+        Some(_) => l.name(),
         None => format!("n={}", l.concurrency),
     };
     // A few slow requests carry the level's fixed costs (its samples, its probes' runtime): a

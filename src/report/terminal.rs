@@ -173,10 +173,7 @@ pub fn level_line(r: &LevelRow) -> String {
 
 /// A level by its concurrency, or an open-loop level by its rate ("200/s").
 fn level_name(r: &LevelRow) -> String {
-    if let Some(speed) = r.rate.as_ref().and_then(|x| x.speed) {
-        return crate::journal::speed_words(speed);
-    }
-    crate::journal::level_name(r.concurrency, r.rate.as_ref().map(|x| x.rate_per_s))
+    r.name()
 }
 
 /// `witness replay`: what was played, how each speed's answers compared (per kind of call, the
