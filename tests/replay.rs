@@ -457,3 +457,83 @@ fn a_har_recorded_through_the_proxy_replays_with_no_difference() {
     }
     assert!(!String::from_utf8_lossy(&out.stderr).contains(token));
 }
+
+/// `--sessions 3` over stdio: one server process serves one client, so the three copies of the
+/// session go over witness's one session with its own request ids. Every call of every copy is
+/// answered with its own answer (the same ids sent three times over would leave two copies
+/// unanswered or answered with another call's text), and the report says how it was played.
+#[test]
+fn three_sessions_of_a_stdio_recording_share_one_server_session_with_ids_rewritten() {
+    let dir = tempdir("replay-sessions");
+    let server = env!("CARGO_BIN_EXE_mcp_server");
+    // The client's session: the handshake, then five echo calls with distinct texts, 50 ms apart.
+    let mut calls = vec![
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+    ];
+    for i in 0..5 {
+        calls.push(format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"call {i}"}}}}}}"#,
+            i + 2
+        ));
+    }
+    let rec = dir.join("session.jsonl");
+    let mut wrap = Command::new(witness())
+        .args(["wrap", "--gpu", "off", "--journal"])
+        .arg(dir.join("wrap.jsonl"))
+        .arg("--record")
+        .arg(&rec)
+        .args(["--", server])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = wrap.stdin.take().unwrap();
+        for c in &calls {
+            writeln!(stdin, "{c}").unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let recorded = wait_bounded(wrap, Duration::from_secs(30));
+    assert_eq!(
+        recorded.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+    let (out, r) = replay(
+        &dir,
+        &[
+            rec.to_str().unwrap(),
+            "--speeds",
+            "1x,2x",
+            "--sessions",
+            "3",
+        ],
+        &["--", server],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "3 sessions multiplexed on witness's one stdio session (one server process serves one client), request ids rewritten"
+        ),
+        "{stderr}"
+    );
+    // Each speed: 3 copies × 5 calls, every one ok and answered as recorded.
+    assert_eq!(
+        speeds(&r),
+        vec![
+            (1.0, "pass".to_string(), 15, 0),
+            (2.0, "pass".to_string(), 15, 0)
+        ],
+        "{:#}",
+        r["replay"]
+    );
+    for l in r["levels"].as_array().unwrap() {
+        assert_eq!(l["counts"]["ok"], 15, "{l:#}");
+    }
+}
