@@ -37,6 +37,12 @@ MCP_RS_CLIENT = os.path.abspath("target/release/mcp_rs_client")
 PY_CLIENT = os.path.abspath("examples/py/mcp_client.py")
 TMP = tempfile.mkdtemp(prefix="witness-bench-")
 rows = []  # (section, what, figure, ratio)
+goals = []  # (goal, figure, held: True/False)
+
+
+def goal(what, figure, held):
+    """A stated goal (issue 33's cost goals), what this run measured against it, and whether it held."""
+    goals.append((what, figure, held))
 
 
 def free_port():
@@ -237,6 +243,9 @@ def throughput():
                 whole = statistics.median(x["cpu_us_whole"] for x in runs[k])
                 rows.append((sec, "witness load, whole process (start-up, probes, end-of-run report): µs CPU / request",
                              f"{whole:.2f}", f"{whole / w['cpu_us']:.2f} × wrk"))
+                if key == "shared":
+                    goal("whole-process CPU per request ≤ 1.1 × wrk's (every request journalled; nginx shares the cores)",
+                         f"{whole / w['cpu_us']:.2f} × wrk", whole / w["cpu_us"] <= 1.1)
 
 
 SOAK_PLAN = """interval = "1s"
@@ -290,6 +299,10 @@ def memory():
         (n1, s1, q1), (n2, s2, q2) = soaks
         growth.append(f"soak {s2 / s1:.2f}×, report {q2 / q1:.2f}× for {n2 / n1:.0f}× the requests")
         rows.append((sec, "peak RSS, larger run ÷ smaller run", "; ".join(growth), "goal: flat (±10 %), ≤ 50 MB"))
+        peak = runs[1][1] * 1.048576  # MiB → MB
+        goal(f"witness load's peak RSS flat and ≤ 25 MB at {runs[1][0] / 1e6:.1f} M requests",
+             f"{peak:.0f} MB ({runs[1][1] / runs[0][1]:.2f} × the {runs[0][0] / 1000:.0f} k run's)",
+             peak <= 25 and runs[1][1] <= runs[0][1] * 1.1)
     finally:
         p.terminate()
         p.wait()
@@ -361,6 +374,7 @@ def startup():
     rows.append((sec, "true", f"{plain:.1f} ms", ""))
     rows.append((sec, "tini -s -- true", f"{tini:.1f} ms", f"{tini / plain:.1f} × true"))
     rows.append((sec, "witness wrap -- true", f"{wrap:.1f} ms", f"{wrap / tini:.1f} × tini"))
+    goal("witness wrap -- true ≤ 3 × tini -s -- true", f"{wrap / tini:.1f} × tini ({wrap:.1f} ms, {tini:.1f} ms)", wrap / tini <= 3)
     port = free_port()
     p = nginx(port)
     try:
@@ -423,6 +437,7 @@ def relay():
                      f"{i - d:+.0f} µs, {i / d:.2f} × direct"))
         rows.append((sec, f"{name}: witness wrap (relayed)", f"{w:.0f} ({each('relay')})",
                      f"{w - d:+.0f} µs, {w / d:.2f} × direct (goal ≤ +50 µs)"))
+        goal(f"the relay adds ≤ 50 µs per call at the median ({name})", f"{w - d:+.0f} µs", w - d <= 50)
 
 
 def main():
@@ -448,6 +463,12 @@ def main():
     for sec, what, fig, ratio in rows:
         print(f"| {sec if sec != last else ''} | {what} | {fig} | {ratio} |")
         last = sec
+    if goals:
+        print("\n| goal | this run | held |")
+        print("|---|---|---|")
+        for what, fig, held in goals:
+            print(f"| {what} | {fig} | {'yes' if held else '**no**'} |")
+        print("\nThe proxy's goal (≤ +0.1 ms per request at the median) is scripts/bench-proxy.sh's.")
     shutil.rmtree(TMP, ignore_errors=True)
 
 

@@ -647,3 +647,64 @@ fn a_failure_names_the_helper_that_died_abnormally_and_not_those_that_exited_0()
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("helpers, lived "), "the HTML timeline has it");
 }
+
+/// A server that forks per request and execs a short helper only after a pause: between its fork
+/// and its exec the child still runs the server's command line and holds its listening socket
+/// (Python's is closed on exec). witness sees it there first, as a worker; once it has exec'd it
+/// is a helper, judged by what it runs, and its clean exit is a helper's.
+#[test]
+fn a_child_seen_before_its_exec_is_judged_by_what_it_execs() {
+    let dir = tempdir("pre-exec");
+    let (journal, port) = (dir.join("j.jsonl"), free_port());
+    let app = dir.join("fork_exec.py");
+    std::fs::write(
+        &app,
+        r#"
+import http.server, os, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if os.fork() == 0:
+            time.sleep(0.4)  # seen as the server's own command, listening
+            os.execvp("sh", ["sh", "-c", "sleep 0.3; echo pre-exec-helper-done >/dev/null"])
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a): pass
+http.server.HTTPServer.allow_reuse_address = True
+srv = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+import signal
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+srv.serve_forever()
+"#,
+    )
+    .unwrap();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["load", "--url"])
+            .arg(format!("http://127.0.0.1:{port}/"))
+            .args([
+                "--levels", "1", "--rounds", "4", "--settle", "2s", "--gpu", "off",
+            ])
+            .arg("--journal")
+            .arg(&journal)
+            .arg("--")
+            .args(["python3", app.to_str().unwrap(), &port.to_string()]),
+        Duration::from_secs(90),
+    );
+    let lines = journal_lines(&journal);
+    let exits: Vec<_> = events(&lines, "worker_exit")
+        .into_iter()
+        .filter(|w| {
+            w["command"]
+                .as_array()
+                .is_some_and(|c| c.first().is_some_and(|a| a == "sh"))
+        })
+        .collect();
+    assert!(
+        !exits.is_empty(),
+        "no helper exit journalled: {}\n{lines:#?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for w in &exits {
+        assert_eq!(w["helper"], true, "a pre-exec child judged a worker: {w:#}");
+    }
+}

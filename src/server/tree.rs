@@ -477,6 +477,25 @@ fn watch(
                 }
                 members.insert(*pid, m);
             }
+            // A child seen between its fork and its exec still had its parent's command line and
+            // listening socket (closed on exec): once it has exec'd, it is judged by what it runs.
+            for (pid, m) in members.iter_mut() {
+                if m.listens && m.age_s() < HELPER_AGE_S {
+                    // Its own command line only: a zombie's is empty (and its fds gone), and a
+                    // worker that died is never re-judged by its remains.
+                    let Some(command) = procfs::process::Process::new(*pid as i32)
+                        .and_then(|p| p.cmdline())
+                        .ok()
+                        .filter(|c| !c.is_empty())
+                    else {
+                        continue;
+                    };
+                    if command != m.command {
+                        m.listens = listens(*pid, &mut listening);
+                        m.command = command;
+                    }
+                }
+            }
             // A held-back child that outlived a helper's age is a worker after all.
             for m in members.values_mut() {
                 if let Some(at) = m.held {
