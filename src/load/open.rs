@@ -114,27 +114,41 @@ impl Shared {
     }
 
     fn record(&self, slot: u32, s: Sent, due: Instant) {
-        let clock = self.journal.clock();
-        self.journal.emit_at(
-            clock.at(s.end),
-            Event::Request {
-                id: self.ids.fetch_add(1, Ordering::Relaxed),
-                group: self.group.clone(),
-                worker: slot,
-                start_s: clock.at(s.start),
-                duration_s: s.end.duration_since(s.start).as_secs_f64(),
-                outcome: s.outcome,
-                status: s.status,
-                scheduled_s: Some(clock.at(due)),
-                detail: s.detail,
-                body_bytes: s.body_bytes,
-                body_cut: s.body_cut,
-                connect_s: s.connect_s,
-                headers_s: s.headers_s,
-                handshake_s: s.handshake_s,
-            },
-        );
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        journal_scheduled(&self.journal, id, &self.group, slot, s, due);
     }
+}
+
+/// Journals an open-loop request (a rate level's, a replay's): its duration as sent, and the
+/// moment it was due, from which its latency counts.
+pub(super) fn journal_scheduled(
+    journal: &Journal,
+    id: u64,
+    group: &str,
+    worker: u32,
+    s: Sent,
+    due: Instant,
+) {
+    let clock = journal.clock();
+    journal.emit_at(
+        clock.at(s.end),
+        Event::Request {
+            id,
+            group: group.to_string(),
+            worker,
+            start_s: clock.at(s.start),
+            duration_s: s.end.duration_since(s.start).as_secs_f64(),
+            outcome: s.outcome,
+            status: s.status,
+            scheduled_s: Some(clock.at(due)),
+            detail: s.detail,
+            body_bytes: s.body_bytes,
+            body_cut: s.body_cut,
+            connect_s: s.connect_s,
+            headers_s: s.headers_s,
+            handshake_s: s.handshake_s,
+        },
+    );
 }
 
 /// Sends one rate level's schedule; returns how many of its sends were not sent (the server died

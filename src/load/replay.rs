@@ -163,26 +163,8 @@ impl Level {
     }
 
     fn record(&self, name: u32, s: Sent, due: Instant) {
-        let clock = self.journal.clock();
-        self.journal.emit_at(
-            clock.at(s.end),
-            Event::Request {
-                id: self.ids.fetch_add(1, Ordering::Relaxed),
-                group: self.group.clone(),
-                worker: name,
-                start_s: clock.at(s.start),
-                duration_s: s.end.duration_since(s.start).as_secs_f64(),
-                outcome: s.outcome,
-                status: s.status,
-                scheduled_s: Some(clock.at(due)),
-                detail: s.detail,
-                body_bytes: s.body_bytes,
-                body_cut: s.body_cut,
-                connect_s: s.connect_s,
-                headers_s: s.headers_s,
-                handshake_s: s.handshake_s,
-            },
-        );
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        super::open::journal_scheduled(&self.journal, id, &self.group, name, s, due);
     }
 }
 

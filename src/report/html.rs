@@ -6,6 +6,7 @@
 //!
 //! It draws only what the analysis decided; the one thing it chooses is layout.
 
+pub use super::esc;
 use std::fmt::Write;
 
 use super::View;
@@ -1967,23 +1968,6 @@ fn clip(s: &str, n: usize) -> String {
         t.push('…');
         t
     }
-}
-
-/// Escapes text for HTML and SVG, attributes included.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push('\u{FFFD}'),
-            c => o.push(c),
-        }
-    }
-    o
 }
 
 /// A time cursor that follows the mouse and reads out t; it marks the page as rendered when it ran,

@@ -2,6 +2,7 @@
 //! that differed from the recording per kind of call, and the recorded session's pacing beside
 //! each speed's (sends per slice of the recording's time, so the rows line up).
 
+use super::esc;
 use std::fmt::Write;
 
 use crate::analyze::answers::ReplayAnalysis;
@@ -115,22 +116,4 @@ fn pacing(o: &mut String, r: &ReplayAnalysis) {
         left + width,
         secs(r.bucket_s * n as f64)
     );
-}
-
-/// Text made safe inside HTML, as html.rs escapes it (kept here: the page includes this section,
-/// so the section does not import the page back).
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push('\u{FFFD}'),
-            c => o.push(c),
-        }
-    }
-    o
 }
