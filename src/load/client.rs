@@ -58,6 +58,31 @@ pub struct Sent {
     pub handshake_s: Option<f64>,
 }
 
+impl Sent {
+    /// An exchange with no HTTP phases to tell apart (an MCP call over stdio or a session): its
+    /// span and what it came to.
+    pub fn whole(
+        start: Instant,
+        end: Instant,
+        outcome: Outcome,
+        status: Option<u16>,
+        detail: Option<String>,
+    ) -> Sent {
+        Sent {
+            start,
+            end,
+            outcome,
+            status,
+            detail,
+            body_bytes: None,
+            body_cut: false,
+            connect_s: None,
+            headers_s: None,
+            handshake_s: None,
+        }
+    }
+}
+
 pub type HttpClient = Client<Counting, Full<Bytes>>;
 
 /// The TCP connector with witness's resolver: a host name goes to the addresses resolved once for

@@ -1042,18 +1042,7 @@ impl Session {
                 (o, s, d, None)
             }
         };
-        let sent = Sent {
-            start: ex.start,
-            end: ex.end,
-            outcome,
-            status,
-            detail,
-            body_bytes: None,
-            body_cut: false,
-            connect_s: None,
-            headers_s: None,
-            handshake_s: None,
-        };
+        let sent = Sent::whole(ex.start, ex.end, outcome, status, detail);
         (sent, reply)
     }
 
@@ -1068,18 +1057,7 @@ impl Session {
             }
             Err(f) => fail_outcome(f, call.limits),
         };
-        Sent {
-            start: ex.start,
-            end: ex.end,
-            outcome,
-            status,
-            detail,
-            body_bytes: None,
-            body_cut: false,
-            connect_s: None,
-            headers_s: None,
-            handshake_s: None,
-        }
+        Sent::whole(ex.start, ex.end, outcome, status, detail)
     }
 
     /// MCP's `ping` as a health probe: an answer is reported as 200, anything else by its name.

@@ -223,21 +223,16 @@ impl Shared {
 
 /// A send cut short by witness's own stop: journalled as interrupted, never the server's failure.
 pub(super) fn interrupted(started: Instant) -> Sent {
-    Sent {
-        start: started,
-        end: Instant::now(),
-        outcome: Outcome::Error {
+    Sent::whole(
+        started,
+        Instant::now(),
+        Outcome::Error {
             error: ErrorKind::Interrupted,
             status: None,
         },
-        status: None,
-        detail: Some("in flight when witness stopped the run".into()),
-        body_bytes: None,
-        body_cut: false,
-        connect_s: None,
-        headers_s: None,
-        handshake_s: None,
-    }
+        None,
+        Some("in flight when witness stopped the run".into()),
+    )
 }
 
 /// When an open-loop level's schedule starts and ends, and what bounds its sends.

@@ -105,6 +105,14 @@ fn create(path: &std::path::Path) -> anyhow::Result<File> {
     })
 }
 
+/// The recording's first write failed: a usage error naming `--record` and the path.
+fn write_failed(path: &std::path::Path, e: std::io::Error) -> anyhow::Error {
+    crate::error::usage(format!(
+        "--record {}: writing the recording failed: {e}",
+        path.display()
+    ))
+}
+
 fn secs(d: Duration) -> f64 {
     (d.as_micros() as f64) / 1e6
 }
@@ -118,6 +126,22 @@ struct Feed<T> {
 }
 
 impl<T: Send + 'static> Feed<T> {
+    /// The writer's thread, fed through a bounded queue; `dropped` counts what found it full.
+    fn start(
+        dropped: std::sync::Arc<AtomicU64>,
+        run: impl FnOnce(Receiver<T>) -> Summary + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("record".into())
+            .spawn(move || run(rx))?;
+        Ok(Feed {
+            tx,
+            dropped,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
     fn send(&self, item: T) {
         match self.tx.try_send(item) {
             Ok(()) => {}
@@ -195,25 +219,10 @@ impl StdioRecorder {
         w.file
             .write_all(&h)
             .and_then(|_| w.file.flush())
-            .map_err(|e| {
-                crate::error::usage(format!(
-                    "--record {}: writing the recording failed: {e}",
-                    settings.path.display()
-                ))
-            })?;
+            .map_err(|e| write_failed(&settings.path, e))?;
         w.summary.bytes = h.len() as u64;
-        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
-        let dropped = w.dropped.clone();
-        let thread = std::thread::Builder::new()
-            .name("record".into())
-            .spawn(move || w.run(rx))?;
-        Ok(Self {
-            feed: Feed {
-                tx,
-                dropped,
-                thread: Mutex::new(Some(thread)),
-            },
-        })
+        let feed = Feed::start(w.dropped.clone(), move |rx| w.run(rx))?;
+        Ok(Self { feed })
     }
 
     /// A complete line that passed (`from_client`: the client sent it), read at `at`. Never waits.
@@ -496,24 +505,13 @@ impl HarRecorder {
         start.extend_from_slice(b",\"entries\":[\n");
         w.end = start.len() as u64;
         start.extend_from_slice(&w.closing());
-        w.file.write_all_at(&start, 0).map_err(|e| {
-            crate::error::usage(format!(
-                "--record {}: writing the recording failed: {e}",
-                settings.path.display()
-            ))
-        })?;
+        w.file
+            .write_all_at(&start, 0)
+            .map_err(|e| write_failed(&settings.path, e))?;
         w.summary.bytes = start.len() as u64;
-        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
-        let dropped = w.dropped.clone();
-        let thread = std::thread::Builder::new()
-            .name("record".into())
-            .spawn(move || w.run(rx))?;
+        let feed = Feed::start(w.dropped.clone(), move |rx| w.run(rx))?;
         Ok(Self {
-            feed: Feed {
-                tx,
-                dropped,
-                thread: Mutex::new(Some(thread)),
-            },
+            feed,
             seq: AtomicU64::new(0),
             body_bytes: settings.body_bytes as usize,
         })
