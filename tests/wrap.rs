@@ -145,9 +145,10 @@ fn sigterm_to_witness_is_forwarded_and_no_grandchild_survives() {
     let pidfile = dir.join("grandchild.pid");
     let record = dir.join("grandchild.signal");
     // The grandchild records the signal it got: TERM proves the *group* was signalled; a grandchild
-    // that dies of the clean-up SIGKILL after its parent writes nothing.
+    // that dies of the clean-up SIGKILL after its parent writes nothing. It writes its own pid once
+    // its trap is set (its parent writing `$!` raced it: a SIGTERM before the trap killed it mute).
     let script = format!(
-        "sh -c 'trap \"echo TERM > {rec}; exit 0\" TERM; while :; do sleep 0.05; done' & echo $! > {pid}; wait",
+        "sh -c 'trap \"echo TERM > {rec}; exit 0\" TERM; echo $$ > {pid}; while :; do sleep 0.05; done' & wait",
         rec = record.display(),
         pid = pidfile.display()
     );
