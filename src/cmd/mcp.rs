@@ -63,8 +63,8 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
             if let (Some(stdin), Some(stdout)) = (c.stdin.take(), c.stdout.take()) {
                 stdio_pipes = Some(StdioPipes {
                     pid: c.id().unwrap_or(0),
-                    stdin,
-                    stdout,
+                    stdin: stdin.into_owned_fd()?,
+                    stdout: stdout.into_owned_fd()?,
                 });
             }
         }

@@ -21,6 +21,9 @@ use crate::server::process::{Control, State};
 use crate::server::reaper::Reaper;
 
 pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
+    if args.gpu.gpu != crate::cli::GpuMode::Off {
+        crate::sample::gpu::open_early();
+    }
     let mut cfg = target_config(&args.supervise, &args.container, args.command.clone(), true)?;
     // stdin is the child's: relayed (an MCP client launched witness: every call is read as it
     // passes), or handed over (a terminal, or `--stdin inherit`: bytes and EOF as sent, unread).

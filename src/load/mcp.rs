@@ -265,24 +265,25 @@ type Pending = std::sync::Mutex<HashMap<u64, oneshot::Sender<Value>>>;
 /// calls outstanding on this one connection, as one agent with n calls in flight.
 pub struct StdioConn {
     pid: u32,
-    stdin: Mutex<tokio::process::ChildStdin>,
+    stdin: Mutex<tokio::net::unix::pipe::Sender>,
     pending: Arc<Pending>,
     closed: Arc<AtomicBool>,
 }
 
 impl StdioConn {
-    fn start(p: StdioPipes) -> Arc<Self> {
+    fn start(p: StdioPipes) -> std::io::Result<Arc<Self>> {
         let pending: Arc<Pending> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
+        let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(p.stdout)?;
         let conn = Arc::new(Self {
             pid: p.pid,
-            stdin: Mutex::new(p.stdin),
+            stdin: Mutex::new(tokio::net::unix::pipe::Sender::from_owned_fd(p.stdin)?),
             pending: pending.clone(),
             closed: closed.clone(),
         });
         let weak = Arc::downgrade(&conn);
         tokio::spawn(async move {
-            let mut r = BufReader::new(p.stdout);
+            let mut r = BufReader::new(stdout);
             let mut line = Vec::new();
             loop {
                 line.clear();
@@ -322,7 +323,7 @@ impl StdioConn {
                 p.clear();
             }
         });
-        conn
+        Ok(conn)
     }
 
     fn is_closed(&self) -> bool {
@@ -465,7 +466,15 @@ impl StdioLink {
                 Err(_) => return Err(none()),
             };
             // Older pipes whose process already died are skipped for the newest.
-            let conn = StdioConn::start(p);
+            let pid = p.pid;
+            let conn = match StdioConn::start(p) {
+                Ok(c) => c,
+                Err(e) => {
+                    return Err(Fail::Closed(format!(
+                        "could not read the pipes of server pid {pid}: {e}"
+                    )))
+                }
+            };
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let modern = self.modern.as_deref();
             let (method, params) = match (modern, self.initialize.get()) {

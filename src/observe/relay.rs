@@ -955,15 +955,6 @@ impl Relay {
     /// from now on, and its stdout is relayed to the client.
     pub fn attach(&self, pipes: StdioPipes) {
         let StdioPipes { pid, stdin, stdout } = pipes;
-        let (Ok(stdin), Ok(stdout)) = (stdin.into_owned_fd(), stdout.into_owned_fd()) else {
-            self.shared.journal.emit(Event::Note {
-                level: "error".into(),
-                text: format!(
-                    "relay: could not take the pipes of server pid {pid}; its stdio is not relayed"
-                ),
-            });
-            return;
-        };
         crate::server::logs::widen_pipe(std::os::fd::AsFd::as_fd(&stdout));
         let mut replay = None;
         {
@@ -1285,7 +1276,6 @@ fn client_to_server(s: Arc<Shared>, mut stdin: File) {
         if lines.open() {
             carried = waited.or(begun_waiting);
         }
-        s.record(std::mem::take(&mut out));
         if (&*child).write_all(chunk).is_err() {
             // The server closed its stdin or died: these bytes are lost with it.
             s.undelivered.fetch_add(n as u64, Ordering::Relaxed);
@@ -1294,6 +1284,9 @@ fn client_to_server(s: Arc<Shared>, mut stdin: File) {
                 slot.child = None;
             }
         }
+        // Journalled once the server has the bytes: the call is known (above), and its record
+        // waits on nothing the server does.
+        s.record(std::mem::take(&mut out));
     }
 }
 
@@ -1500,17 +1493,9 @@ fn server_to_client(
                 continue;
             }
         }
-        {
-            let mut t = s.tracker.lock().expect("relay tracker");
-            lines.push(chunk, |line| {
-                if let Some(r) = &s.recorder {
-                    record(r, &line, at, false);
-                }
-                t.line(Dir::FromServer, line, at, Some(pid), None, &mut out)
-            });
-        }
-        log.push(chunk);
-        s.record(std::mem::take(&mut out));
+        // The client has the bytes first; reading them for the journal follows (the time of each
+        // answer is `at`, when it was read). Calls still in flight at the server's exit are settled
+        // only after this loop ends, so an answer passed on here is always counted first.
         if !s.client_gone.load(Ordering::Relaxed) {
             let mut o = s.stdout.lock().expect("relay stdout");
             if write_all_waiting(&mut o, chunk).is_err() {
@@ -1522,6 +1507,17 @@ fn server_to_client(
                 });
             }
         }
+        {
+            let mut t = s.tracker.lock().expect("relay tracker");
+            lines.push(chunk, |line| {
+                if let Some(r) = &s.recorder {
+                    record(r, &line, at, false);
+                }
+                t.line(Dir::FromServer, line, at, Some(pid), None, &mut out)
+            });
+        }
+        log.push(chunk);
+        s.record(std::mem::take(&mut out));
     }
     log.finish();
     let eof_at = Instant::now();

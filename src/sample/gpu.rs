@@ -93,6 +93,32 @@ pub struct NoGpu {
 /// otherwise. No GPU is an `Err` holding a [`NoGpu`] (downcast it); a bad fake script is an error
 /// naming the variable.
 pub fn open() -> anyhow::Result<Box<dyn GpuBackend>> {
+    let early = EARLY
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .and_then(|t| t.join().ok());
+    early.unwrap_or_else(open_now)
+}
+
+type Opened = std::thread::JoinHandle<anyhow::Result<Box<dyn GpuBackend>>>;
+
+/// A look for the driver begun by [`open_early`], taken by the next [`open`].
+static EARLY: std::sync::Mutex<Option<Opened>> = std::sync::Mutex::new(None);
+
+/// Begins looking for the driver on a thread of its own, so that [`open`] finds the answer ready:
+/// where there is none, the dynamic loader's search of every library folder takes about half a
+/// millisecond that `wrap` would otherwise spend before its server starts.
+pub fn open_early() {
+    if let Ok(t) = std::thread::Builder::new()
+        .name("gpu-open".into())
+        .spawn(open_now)
+    {
+        *EARLY.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+    }
+}
+
+fn open_now() -> anyhow::Result<Box<dyn GpuBackend>> {
     if let Some(path) = std::env::var_os(FAKE_ENV) {
         let fake = FakeGpu::from_file(Path::new(&path)).map_err(|e| {
             crate::error::usage(format!("{FAKE_ENV}={}: {e:#}", Path::new(&path).display()))

@@ -1,6 +1,6 @@
-//! A cgroup (v2) holding the server tree, where witness may create one: the server is moved into
-//! `witness-<pid>-<n>` before it execs, so every descendant is in it whatever it does (`setsid`,
-//! double fork); ending the tree is one write to `cgroup.kill`, or a kill of every pid in
+//! A cgroup (v2) holding the server tree, where witness may create one: the server starts in
+//! `witness-<pid>-<n>` (spawn.rs), so every descendant is in it whatever it does (`setsid`, double
+//! fork); ending the tree is one write to `cgroup.kill`, or a kill of every pid in
 //! `cgroup.procs` on kernels without it. The guard ([`super::guard`]) makes it, the tree watcher
 //! and the watchdog use it: it depends on neither.
 
@@ -28,13 +28,6 @@ impl Cgroup {
             return None;
         }
         Some(Cgroup { dir })
-    }
-
-    /// The path of `cgroup.procs`, prepared before fork (the child only writes "0" to it).
-    pub fn procs_path(&self) -> std::ffi::CString {
-        use std::os::unix::ffi::OsStrExt;
-        std::ffi::CString::new(self.dir.join("cgroup.procs").as_os_str().as_bytes())
-            .unwrap_or_default()
     }
 
     pub fn pids(&self) -> Vec<u32> {

@@ -2,8 +2,8 @@
 //!
 //! [`Guard`] holds it all for one supervisor: witness as subreaper (the reaping loop), the tree
 //! watcher, and two layers, the strongest the privilege allows:
-//! - **a cgroup** (v2, where witness may create one): the server is moved into
-//!   `witness-<pid>` before it execs, so every descendant is in it whatever it does (`setsid`, double
+//! - **a cgroup** (v2, where witness may create one): the server starts in
+//!   `witness-<pid>-<n>` (created there by clone3, or moved there before it execs), so every descendant is in it whatever it does (`setsid`, double
 //!   fork); ending the tree is one write to `cgroup.kill` (the kernel kills the whole group), or a
 //!   kill of every pid in `cgroup.procs` on kernels without it.
 //! - **a watchdog**: witness re-executes itself as `witness __watchdog`, in its own session, reading
@@ -142,7 +142,7 @@ impl Guard {
             c.kill_all();
         }
         if let Some(w) = self.watchdog {
-            let _ = tokio::task::spawn_blocking(move || w.done()).await;
+            w.done();
         }
         if let Some(r) = self.reaper {
             r.stop();

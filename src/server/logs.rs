@@ -86,15 +86,52 @@ pub const NEEDLES: &[&str] = &[
 #[derive(Debug)]
 pub struct Patterns {
     labels: Vec<String>,
-    set: RegexSet,
+    set: Compiled<RegexSet>,
     /// Most reads of a busy server's output match nothing, and then no line in them needs a look of
     /// its own. The built-in patterns each need one of [`NEEDLES`], found with a SIMD multi-substring
     /// search over the lowercased read; the user's patterns, if any, run once over the whole read.
-    needles: aho_corasick::AhoCorasick,
+    needles: Compiled<aho_corasick::AhoCorasick>,
     user_chunk: Option<regex_automata::meta::Regex>,
-    timer: Vec<(Regex, bool)>,
     /// How many of `labels` (the first ones) are the user's `--watch` patterns.
     user: usize,
+}
+
+/// A searcher the user's patterns are part of (compiled up front, so a bad one is refused before
+/// anything runs), or the built-ins' alone: compiled on first use and shared by the process. The
+/// built-ins take milliseconds to compile, which `wrap -- true` would otherwise spend before its
+/// child starts, for a server whose output may never hold a candidate line.
+#[derive(Debug)]
+enum Compiled<T: 'static> {
+    Own(T),
+    Builtin(&'static std::sync::LazyLock<T>),
+}
+
+impl<T> std::ops::Deref for Compiled<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            Compiled::Own(t) => t,
+            Compiled::Builtin(lazy) => lazy,
+        }
+    }
+}
+
+/// The built-in patterns' set, case-insensitive, in [`BUILTIN`]'s order.
+static BUILTIN_SET: std::sync::LazyLock<RegexSet> = std::sync::LazyLock::new(|| {
+    RegexSet::new(BUILTIN.iter().map(|(_, re)| format!("(?i){re}")))
+        .expect("the built-in patterns compile (every test of Patterns builds them)")
+});
+
+/// [`NEEDLES`] alone.
+static BUILTIN_NEEDLES: std::sync::LazyLock<aho_corasick::AhoCorasick> =
+    std::sync::LazyLock::new(|| needle_searcher(NEEDLES.iter().map(|n| n.as_bytes().to_vec())));
+
+/// Leftmost semantics: only then may the SIMD (Teddy) searcher serve as the prefilter.
+fn needle_searcher(needles: impl IntoIterator<Item = Vec<u8>>) -> aho_corasick::AhoCorasick {
+    aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+        .build(needles)
+        .expect("the needles are plain strings")
 }
 
 pub use crate::error::BadPattern;
@@ -129,10 +166,17 @@ impl Patterns {
             labels.push(label);
             sources.push(re);
         }
-        for (label, re) in BUILTIN {
-            labels.push(label.to_string());
-            sources.push(format!("(?i){re}"));
+        labels.extend(BUILTIN.iter().map(|(label, _)| label.to_string()));
+        if user.is_empty() {
+            return Ok(Self {
+                labels,
+                set: Compiled::Builtin(&BUILTIN_SET),
+                needles: Compiled::Builtin(&BUILTIN_NEEDLES),
+                user_chunk: None,
+                user: 0,
+            });
         }
+        sources.extend(BUILTIN.iter().map(|(_, re)| format!("(?i){re}")));
         let set = RegexSet::new(&sources).map_err(|e| BadPattern {
             given: user.join(" "),
             why: e.to_string(),
@@ -160,17 +204,11 @@ impl Patterns {
                     })?,
             )
         };
-        // Leftmost semantics: only then may the SIMD (Teddy) searcher serve as the prefilter.
-        let needles = aho_corasick::AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-            .build(&needles)
-            .expect("the needles are plain strings");
         Ok(Self {
             labels,
-            set,
-            needles,
+            set: Compiled::Own(set),
+            needles: Compiled::Own(needle_searcher(needles)),
             user_chunk,
-            timer: timer_regexes(),
             user: user.len(),
         })
     }
@@ -243,7 +281,7 @@ impl Patterns {
 
     /// A duration the line names ("after 90s", "timeout=30", "deadline of 2m"): a known timer.
     pub fn timer_in(&self, line: &str) -> Option<f64> {
-        for (re, has_unit) in &self.timer {
+        for (re, has_unit) in TIMERS.iter() {
             for c in re.captures_iter(line) {
                 let n: f64 = c[1].parse().ok()?;
                 let s = if *has_unit {
@@ -351,8 +389,9 @@ fn only_a_guess_at_oom(line: &[u8]) -> bool {
         && !has("outofmemoryerror")
 }
 
-fn timer_regexes() -> Vec<(Regex, bool)> {
-    vec![
+/// The durations a line may name, with whether the match carries its unit; compiled on first use.
+static TIMERS: std::sync::LazyLock<[(Regex, bool); 2]> = std::sync::LazyLock::new(|| {
+    [
         (
             Regex::new(r"(?i)(\d+(?:\.\d+)?)\s*(ms|milliseconds?|secs?|seconds?|s|mins?|minutes?|m|h|hours?)\b")
                 .unwrap(),
@@ -364,7 +403,7 @@ fn timer_regexes() -> Vec<(Regex, bool)> {
             false,
         ),
     ]
-}
+});
 
 fn unit_seconds(u: &str) -> f64 {
     let u = u.to_ascii_lowercase();

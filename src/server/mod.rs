@@ -12,6 +12,7 @@ pub mod guard;
 pub mod logs;
 pub mod process;
 pub mod reaper;
+pub mod spawn;
 pub mod tree;
 pub mod watchdog;
 

@@ -13,7 +13,7 @@
 //! foreground one, so reading it does not stop the child with SIGTTIN.
 //!
 //! If witness dies, even by SIGKILL, the child gets SIGKILL from the kernel: `PR_SET_PDEATHSIG` is set
-//! in the forked child. That death signal is tied to the *thread* that forked, so children are only
+//! in the forked child (spawn.rs, which starts it in the tree's cgroup). That death signal is tied to the *thread* that forked, so children are only
 //! spawned from the async supervisor task, which runs on the runtime's long-lived worker threads,
 //! never from `spawn_blocking` threads that the runtime retires when idle.
 
@@ -88,8 +88,8 @@ pub type ExitHook = Arc<dyn Fn(ExitNotice) + Send + Sync>;
 #[derive(Debug)]
 pub struct StdioPipes {
     pub pid: u32,
-    pub stdin: tokio::process::ChildStdin,
-    pub stdout: tokio::process::ChildStdout,
+    pub stdin: std::os::fd::OwnedFd,
+    pub stdout: std::os::fd::OwnedFd,
 }
 
 /// What the owner of a supervisor can ask of it.
@@ -193,11 +193,12 @@ impl Supervisor {
 
 struct Running {
     /// None for an adopted daemon: witness is its subreaper, the reaper takes its status.
-    child: Option<tokio::process::Child>,
+    child: Option<super::spawn::Child>,
     pid: u32,
     identity: Identity,
     spawned: Instant,
-    readers: Vec<std::thread::JoinHandle<u64>>,
+    /// The threads draining its stdout and stderr.
+    readers: Vec<Reader>,
     /// The child was given the terminal's foreground.
     tty: bool,
 }
@@ -256,71 +257,28 @@ fn spawn_child(
     attempt: u32,
     guard: &Guard,
 ) -> anyhow::Result<Running> {
-    let mut cmd = tokio::process::Command::new(&cfg.command[0]);
-    let stdin = if cfg.inherit_stdin {
-        std::process::Stdio::inherit()
-    } else {
-        std::process::Stdio::null()
-    };
     // A terminal on stdin, with witness in its foreground: the child's group takes the foreground.
     let tty = cfg.inherit_stdin && terminal_is_ours();
-    let cgroup_procs = guard.cgroup.as_ref().map(|c| c.procs_path());
-    cmd.args(&cfg.command[1..])
-        .stdin(if cfg.stdio.is_some() {
-            std::process::Stdio::piped()
-        } else {
-            stdin
-        })
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
-    let parent = std::process::id() as libc::pid_t;
-    // witness may have raised its own open-file limit for the ladder: the server gets the original.
-    let limits = crate::server::fds::original();
-    // SAFETY: only async-signal-safe calls (setrlimit, prctl, getppid, _exit) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(l) = &limits {
-                libc::setrlimit(libc::RLIMIT_NOFILE, l);
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // witness may have died between fork and prctl: then nobody would kill us later.
-            if libc::getppid() != parent {
-                libc::_exit(137);
-            }
-            // Into the tree's cgroup before exec, so every descendant is in it too.
-            if let Some(path) = &cgroup_procs {
-                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd >= 0 {
-                    libc::write(fd, b"0".as_ptr() as *const libc::c_void, 1);
-                    libc::close(fd);
-                }
-            }
-            // Job control as a shell does it: the new group (set before this runs) takes the
-            // terminal, with SIGTTOU blocked for the call.
-            if tty {
-                let mut block: libc::sigset_t = std::mem::zeroed();
-                let mut old: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut block);
-                libc::sigaddset(&mut block, libc::SIGTTOU);
-                libc::sigprocmask(libc::SIG_BLOCK, &block, &mut old);
-                libc::tcsetpgrp(0, libc::getpid());
-                libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-            }
-            Ok(())
-        });
-    }
+    let spec = super::spawn::Spec {
+        argv: &cfg.command,
+        input: match (cfg.stdio.is_some(), cfg.inherit_stdin) {
+            (true, _) => super::spawn::Input::Piped,
+            (false, true) => super::spawn::Input::Inherit,
+            (false, false) => super::spawn::Input::Null,
+        },
+        cgroup: guard.cgroup.as_ref().map(|c| c.dir.as_path()),
+        // witness may have raised its own open-file limit for the ladder: the server gets the original.
+        nofile: crate::server::fds::original(),
+        foreground: tty,
+    };
     // Registered before the reaper can look, so it never takes this child's exit status.
     let mut own = super::reaper::spawn_guard();
-    let mut child = cmd.spawn().map_err(|source| SpawnError {
+    let mut child = super::spawn::spawn(&spec).map_err(|source| SpawnError {
         command: cfg.command[0].clone(),
         source,
     })?;
     let spawned = Instant::now();
-    let pid = child.id().unwrap_or(0);
+    let pid = child.pid;
     own.register(pid);
     drop(own);
     let identity = super::identity_of(pid).unwrap_or(Identity {
@@ -351,14 +309,11 @@ fn spawn_child(
         None => child.stdout.take(),
     };
     let streams = [
-        (stdout.map(|s| s.into_owned_fd()), Stream::Stdout),
-        (
-            child.stderr.take().map(|s| s.into_owned_fd()),
-            Stream::Stderr,
-        ),
+        (stdout, Stream::Stdout),
+        (child.stderr.take(), Stream::Stderr),
     ];
     for (fd, stream) in streams {
-        let Some(Ok(fd)) = fd else { continue };
+        let Some(fd) = fd else { continue };
         use std::os::fd::AsFd;
         logs::widen_pipe(fd.as_fd());
         let file = std::fs::File::from(fd);
@@ -369,11 +324,16 @@ fn spawn_child(
         } else {
             PassThrough::Discard
         };
-        readers.push(
-            std::thread::Builder::new()
-                .name(format!("drain-{stream}-{pid}"))
-                .spawn(move || logs::drain(file, stream, pass, Some(pid), patterns, journal))?,
-        );
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let said = done.clone();
+        std::thread::Builder::new()
+            .name(format!("drain-{stream}-{pid}"))
+            .spawn(move || {
+                logs::drain(file, stream, pass, Some(pid), patterns, journal);
+                said.store(true, std::sync::atomic::Ordering::SeqCst);
+                READER_ENDED.notify_waiters();
+            })?;
+        readers.push(Reader { done });
     }
     if let Some(w) = &guard.watchdog {
         w.member(pid, identity.start_time);
@@ -721,7 +681,7 @@ async fn wait_child(
 
 /// The child's exit; an adopted daemon's from the reaper (witness is its subreaper).
 async fn exited(
-    child: &mut Option<tokio::process::Child>,
+    child: &mut Option<super::spawn::Child>,
     pid: u32,
     start_time: u64,
 ) -> std::process::ExitStatus {
@@ -764,11 +724,34 @@ fn send_group(journal: &Journal, pgid: Pid, sig: Signal, reason: &str) {
 /// After an exit: give the pipes a moment to reach EOF, so the process's last lines are journalled
 /// before its exit.
 async fn drain_pipes(run: &Running) {
-    let deadline = Instant::now() + Duration::from_millis(300);
-    while Instant::now() < deadline && run.readers.iter().any(|r| !r.is_finished()) {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+    loop {
+        // Registered before the look, so a reader that ends in between still wakes it.
+        let ended = READER_ENDED.notified();
+        tokio::pin!(ended);
+        ended.as_mut().enable();
+        if run.readers.iter().all(Reader::is_finished) {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, ended).await.is_err() {
+            return;
+        }
     }
 }
+
+/// A thread draining one of the child's pipes; done at the pipe's EOF.
+struct Reader {
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Reader {
+    fn is_finished(&self) -> bool {
+        self.done.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Told whenever any reader ends: the supervisor waits on it for the pipes' EOF after an exit.
+static READER_ENDED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// Pipes still open after the drain mean a grandchild holds them (a leak worth saying). Then clear
 /// the whole group, so nothing the child started outlives it.

@@ -1,4 +1,4 @@
-//! The watchdog: witness re-executes itself as `witness __watchdog`, in its own session, reading a
+//! The watchdog: witness re-executes itself as `witness __watchdog`, in a session of its own, reading a
 //! pipe from witness. witness tells it the cgroup and every process of the tree it sees; if the pipe
 //! ends without witness saying "done" (witness was killed), the watchdog freezes what it was told
 //! (SIGSTOP, so nothing forks any more), adds their descendants, kills them all and the cgroup.
@@ -23,18 +23,12 @@ impl Watchdog {
     pub fn start() -> Option<Watchdog> {
         let exe = std::env::current_exe().ok()?;
         let mut cmd = std::process::Command::new(exe);
+        // No pre_exec hook, so the standard library can use posix_spawn (a vfork: the parent's
+        // memory is not copied); the watchdog starts its own session itself.
         cmd.arg("__watchdog")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        // SAFETY: setsid is async-signal-safe.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
         let mut own = super::reaper::spawn_guard();
         let mut child = cmd.spawn().ok()?;
         own.register(child.id());
@@ -68,14 +62,21 @@ impl Watchdog {
         self.say(&format!("gone {pid}\n"));
     }
 
-    /// witness ended the tree itself: the watchdog leaves.
+    /// witness ended the tree itself: the watchdog leaves. Once "done" is in the pipe, witness
+    /// need not wait for it to go (it reads it and exits whatever witness does next): a thread of
+    /// its own takes its status, and never the reaping loop, which would count it as the server's.
     pub fn done(&self) {
         self.say("done\n");
         self.pipe.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let pid = c.id();
-            let _ = c.wait();
-            super::reaper::forget(pid);
+            // Without a thread, it stays a zombie until witness exits: harmless.
+            let _ = std::thread::Builder::new()
+                .name("watchdog-wait".into())
+                .spawn(move || {
+                    let pid = c.id();
+                    let _ = c.wait();
+                    super::reaper::forget(pid);
+                });
         }
     }
 }
@@ -84,6 +85,9 @@ impl Watchdog {
 /// "done", kills what it was told about.
 pub fn watchdog_main() -> i32 {
     use std::io::BufRead;
+    // Its own session: a terminal's Ctrl-C to witness's group, or a hang-up, does not reach it.
+    // SAFETY: setsid takes no arguments; it fails only for a group leader, which this is not.
+    unsafe { libc::setsid() };
     let mut cgroups: Vec<PathBuf> = Vec::new();
     let mut pids: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut done = false;
