@@ -174,10 +174,11 @@ fn spawn_by(spec: &Spec, try_clone3: bool) -> std::io::Result<Child> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (report_r, report_w) = pipe()?;
-    let cgroup_dir = match spec.cgroup {
-        Some(dir) => Some(std::fs::File::open(dir).map(OwnedFd::from)?),
-        None => None,
-    };
+    // A cgroup folder that cannot be opened is still tried by the fork path (cgroup.procs).
+    let cgroup_dir = spec
+        .cgroup
+        .and_then(|dir| std::fs::File::open(dir).ok())
+        .map(OwnedFd::from);
     let mut prepared = Prepared {
         program: args[0].clone(),
         argv,
