@@ -182,6 +182,12 @@ Words:
                       probes'); more than a level's workers means witness took what the load needed";
 
 impl Command {
+    /// Whether this run starts the server as witness's child process (wrap -- CMD): its watchdog
+    /// is then forked before the runtime starts.
+    pub fn starts_a_child(&self) -> bool {
+        matches!(self, Command::Wrap(a) if !a.command.is_empty() && !a.container.is_container())
+    }
+
     /// The exit code for witness's own failures in this mode.
     pub fn internal_error_code(&self) -> i32 {
         match self {

@@ -10,6 +10,9 @@ fn main() {
     }
     let cli = witness::cli::Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let internal = cli.command.internal_error_code();
+    if cli.command.starts_a_child() {
+        witness::server::watchdog::fork_early();
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("witness")

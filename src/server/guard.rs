@@ -6,7 +6,7 @@
 //!   `witness-<pid>-<n>` (created there by clone3, or moved there before it execs), so every descendant is in it whatever it does (`setsid`, double
 //!   fork); ending the tree is one write to `cgroup.kill` (the kernel kills the whole group), or a
 //!   kill of every pid in `cgroup.procs` on kernels without it.
-//! - **a watchdog**: witness re-executes itself as `witness __watchdog`, in its own session, reading
+//! - **a watchdog**: a process of witness's (forked early, or `witness __watchdog`), in its own session, reading
 //!   a pipe from witness. witness tells it the cgroup and every process of the tree it sees; if the
 //!   pipe ends without witness saying "done" (witness was killed), the watchdog freezes what it was
 //!   told (SIGSTOP, so nothing forks any more), adds their descendants, kills them all and the cgroup.

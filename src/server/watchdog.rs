@@ -1,4 +1,5 @@
-//! The watchdog: witness re-executes itself as `witness __watchdog`, in a session of its own, reading a
+//! The watchdog: a process of witness's in a session of its own (forked from `main` before the
+//! runtime's threads exist for `wrap -- CMD`, else `witness __watchdog` started again), reading a
 //! pipe from witness. witness tells it the cgroup and every process of the tree it sees; if the pipe
 //! ends without witness saying "done" (witness was killed), the watchdog freezes what it was told
 //! (SIGSTOP, so nothing forks any more), adds their descendants, kills them all and the cgroup.
@@ -13,14 +14,72 @@ use super::cgroup::{kill_cgroup, Cgroup};
 
 /// witness's end of the watchdog's pipe.
 pub struct Watchdog {
-    pipe: Mutex<Option<std::process::ChildStdin>>,
-    child: Mutex<Option<std::process::Child>>,
+    pipe: Mutex<Option<std::fs::File>>,
+    /// The watchdog's pid, until its exit is waited for.
+    pid: Mutex<Option<u32>>,
+}
+
+/// The watchdog [`fork_early`] made, for the first guard to take.
+static EARLY: Mutex<Option<Watchdog>> = Mutex::new(None);
+
+/// Forks the watchdog while witness has one thread (main, before the runtime starts): the copy may
+/// then run ordinary code, so it needs no exec of witness's 20 MiB binary, which on two busy cores
+/// took a tenth of `wrap -- true`. [`Watchdog::start`] takes it; where the fork fails, it starts one
+/// the usual way.
+pub fn fork_early() {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    // SAFETY: both just opened, owned here.
+    let (read, write) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    let mut own = super::reaper::spawn_guard();
+    // SAFETY: witness has a single thread here, so the child is a whole copy of it and may run any
+    // code; it never returns from this branch.
+    match unsafe { libc::fork() } {
+        0 => {
+            drop(write);
+            // It holds nothing of witness's: a client's pipes on 0, 1, 2 must see EOF when witness
+            // goes.
+            // SAFETY: open and dup2 on plain paths and fds.
+            unsafe {
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                for fd in 0..3 {
+                    libc::dup2(null, fd);
+                }
+            }
+            // Named for `ps` and `top`, whose command line is still witness's.
+            // SAFETY: prctl with a NUL-terminated name.
+            unsafe { libc::prctl(libc::PR_SET_NAME, c"witness-watch".as_ptr(), 0, 0, 0) };
+            let code = serve(std::fs::File::from(read));
+            // SAFETY: ends this copy only, without running witness's exit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        -1 => {}
+        pid => {
+            own.register(pid as u32);
+            *EARLY.lock().unwrap_or_else(|e| e.into_inner()) = Some(Watchdog {
+                pipe: Mutex::new(Some(std::fs::File::from(write))),
+                pid: Mutex::new(Some(pid as u32)),
+            });
+        }
+    }
 }
 
 impl Watchdog {
-    /// Starts `witness __watchdog` in its own session. None when it cannot start (then the subreaper
-    /// alone holds the tree while witness lives).
+    /// The watchdog [`fork_early`] made, or `witness __watchdog` started now in its own session.
+    /// None when it cannot start (then the subreaper alone holds the tree while witness lives).
     pub fn start() -> Option<Watchdog> {
+        if let Some(w) = EARLY.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            return Some(w);
+        }
         let exe = std::env::current_exe().ok()?;
         let mut cmd = std::process::Command::new(exe);
         // No pre_exec hook, so the standard library can use posix_spawn (a vfork: the parent's
@@ -33,10 +92,13 @@ impl Watchdog {
         let mut child = cmd.spawn().ok()?;
         own.register(child.id());
         drop(own);
-        let pipe = child.stdin.take();
+        let pipe = child
+            .stdin
+            .take()
+            .map(|p| std::fs::File::from(std::os::fd::OwnedFd::from(p)));
         Some(Watchdog {
             pipe: Mutex::new(pipe),
-            child: Mutex::new(Some(child)),
+            pid: Mutex::new(Some(child.id())),
         })
     }
 
@@ -68,13 +130,14 @@ impl Watchdog {
     pub fn done(&self) {
         self.say("done\n");
         self.pipe.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(pid) = self.pid.lock().unwrap_or_else(|e| e.into_inner()).take() {
             // Without a thread, it stays a zombie until witness exits: harmless.
             let _ = std::thread::Builder::new()
                 .name("watchdog-wait".into())
                 .spawn(move || {
-                    let pid = c.id();
-                    let _ = c.wait();
+                    let mut status = 0;
+                    // SAFETY: waits on witness's own child by pid.
+                    unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
                     super::reaper::forget(pid);
                 });
         }
@@ -84,6 +147,11 @@ impl Watchdog {
 /// The watchdog process: reads witness's messages until the pipe ends; unless the last one was
 /// "done", kills what it was told about.
 pub fn watchdog_main() -> i32 {
+    serve(std::io::stdin())
+}
+
+/// The watchdog's work, on the read end of witness's pipe.
+fn serve(from: impl std::io::Read) -> i32 {
     use std::io::BufRead;
     // Its own session: a terminal's Ctrl-C to witness's group, or a hang-up, does not reach it.
     // SAFETY: setsid takes no arguments; it fails only for a group leader, which this is not.
@@ -91,7 +159,7 @@ pub fn watchdog_main() -> i32 {
     let mut cgroups: Vec<PathBuf> = Vec::new();
     let mut pids: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut done = false;
-    for line in std::io::stdin().lock().lines() {
+    for line in std::io::BufReader::new(from).lines() {
         let Ok(line) = line else { break };
         let mut w = line.split(' ');
         match (w.next(), w.next(), w.next()) {
