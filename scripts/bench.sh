@@ -32,8 +32,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 export PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v oha >/dev/null; then
-  echo "bench: installing oha (cargo install oha --locked; a few minutes)" >&2
-  cargo install oha --locked --quiet
+  # On the current stable toolchain, whatever this project's minimum is: oha follows stable.
+  echo "bench: installing oha (cargo +stable install oha --locked; a few minutes)" >&2
+  if command -v rustup >/dev/null; then
+    rustup toolchain install stable --profile minimal >/dev/null
+    cargo +stable install oha --locked --quiet
+  else
+    cargo install oha --locked --quiet
+  fi
 fi
 echo "bench: building witness (release)" >&2
 cargo build --release --bins
