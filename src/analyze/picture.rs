@@ -19,7 +19,7 @@ use crate::journal::{secs, Event, Outcome, Probe, Record};
 /// More requests than this are drawn as per-bucket counts, not one bar each.
 pub const SPAN_LIMIT: usize = 10_000;
 /// More requests than this are not kept one by one at all (only counted and bucketed), to bound
-/// memory: about 7 MB of spans at most, whatever the run's length.
+/// memory: about 5.6 MB of spans at most, whatever the run's length.
 pub const SPAN_KEEP: usize = 100_000;
 /// How many time buckets an aggregate has across the run.
 pub const BUCKETS: usize = 300;
@@ -72,15 +72,16 @@ impl Class {
 pub struct Span {
     pub id: u64,
     /// Index into [`Picture::groups`].
-    pub group: usize,
+    pub group: u32,
     pub worker: u32,
     /// The worker's row within its group's lane (workers numbered densely from 0).
     pub row: u32,
     pub start_s: f64,
     pub end_s: f64,
     pub class: Class,
-    /// The outcome in words, with the HTTP status: empty for a plain ok, to keep big runs small.
-    pub what: String,
+    /// The outcome in words, with the HTTP status: empty for a plain ok, to keep big runs small
+    /// (a boxed str, not a String: 56 bytes a span rather than 72, 1.6 MB of a run's peak memory).
+    pub what: Box<str>,
 }
 
 /// A lane of requests: a level ("L4") or a soak request kind.
@@ -655,13 +656,13 @@ impl Requests {
         };
         self.spans.push(Span {
             id: *id,
-            group: g,
+            group: g as u32,
             worker: *worker,
             row,
             start_s: *start_s,
             end_s,
             class,
-            what,
+            what: what.into(),
         });
     }
 }
@@ -1236,7 +1237,7 @@ mod tests {
         let s3 = p.spans.iter().find(|s| s.id == 3).unwrap();
         assert_eq!((s3.group, s3.row, s3.class), (1, 1, Class::Error));
         assert_eq!(s3.end_s, 2.1);
-        assert_eq!(s3.what, "error: connection reset");
+        assert_eq!(&*s3.what, "error: connection reset");
         let s4 = p.spans.iter().find(|s| s.id == 4).unwrap();
         assert_eq!(s4.row, 0, "worker 7 keeps its row");
         assert_eq!(p.totals, [3, 0, 1, 0]);

@@ -1417,8 +1417,8 @@ mod tests {
             .picture
             .spans
             .iter()
-            .filter(|x| x.what == at)
-            .map(|x| x.what.as_str())
+            .filter(|x| &*x.what == at)
+            .map(|x| &*x.what)
             .collect();
         assert_eq!(drawn.len(), 5);
     }

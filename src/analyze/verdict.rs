@@ -2441,7 +2441,7 @@ mod tests {
         let span = |id: u64| p.spans.iter().find(|s| s.id == id).unwrap();
         assert_eq!(span(1).class, crate::analyze::picture::Class::Error);
         assert_eq!(
-            span(1).what,
+            &*span(1).what,
             "error: HTTP 503 at a 2 s timer inside the server"
         );
         assert_eq!(span(2).class, crate::analyze::picture::Class::Rejected);

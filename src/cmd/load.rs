@@ -409,19 +409,24 @@ async fn measure(
             LevelRun::Stopped(why) => not_run.push(format!("level {name}: {why}")),
         }
         previous = target.identity().or(previous);
-        let row = after_level(
-            journal,
-            args,
-            index as u32,
-            plan.workers_to_come(),
-            plan.levels_to_come(),
-        );
+        // The last level of a given plan: its row comes from the run's final analysis, which
+        // follows at once, rather than from one more analysis of the whole journal here (reading
+        // every request back twice was most of what a run cost after its last request).
+        let last = !args.open.find_limit && !plan.levels_to_come();
+        let row = if last {
+            *live.deferred.lock().unwrap_or_else(|e| e.into_inner()) = Some(index as u32);
+            None
+        } else {
+            after_level(
+                journal,
+                args,
+                index as u32,
+                plan.workers_to_come(),
+                plan.levels_to_come(),
+            )
+        };
         if let Some(row) = &row {
-            if !live.rows_shown.swap(true, Ordering::Relaxed) {
-                crate::outln!("{}", report::terminal::level_header());
-            }
-            crate::outln!("{}", report::terminal::level_line(row));
-            live.shown(row);
+            live.print(row);
         }
         // A search ends with a server that died or restarted: that is said, not a limit.
         let passed = row.as_ref().is_some_and(|r| r.verdict == "pass");
@@ -764,8 +769,9 @@ pub(crate) fn foreign_listener(port: u16) -> Option<String> {
     }
 }
 
-/// After each level: the report is rewritten (so a killed run still leaves an up-to-date one, labelled
-/// partial), and the level's terminal line comes from the same analysis of the journal so far. A
+/// After each level but a given plan's last (whose row and report the run's end makes): the report is
+/// rewritten (so a killed run still leaves an up-to-date one, labelled partial), and the level's
+/// terminal line comes from the same analysis of the journal so far. A
 /// verdict a lower level still to run (`lowest_to_come`, from the plan) may change reads "pending",
 /// in the row and in the report alike; so does a pass with refusals that took time while levels are
 /// still to run (`more_to_come`), as one of them may name the timer that answered them.
@@ -799,15 +805,25 @@ fn finish(
     live: &Live,
 ) -> anyhow::Result<crate::analyze::Analysis> {
     use crate::cli::GpuMode;
+    let deferred = live
+        .deferred
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
     let mut term = report::terminal::Terminal::for_stderr();
     term.shown_live = report::terminal::ShownLive {
         // Each name's first lookup was said as the journal opened.
         resolution: true,
         floor: live.floor_shown.load(Ordering::Relaxed),
-        level_rows: live.rows_shown.load(Ordering::Relaxed) && live.rows_on_stderr_terminal,
+        level_rows: (live.rows_shown.load(Ordering::Relaxed) || deferred.is_some())
+            && live.rows_on_stderr_terminal,
     };
     term.quiet_without_gpu = args.gpu.gpu != GpuMode::On;
     super::finish_run_with(journal, &args.output, reason, partial, None, term, &|a| {
+        let last = deferred.and_then(|i| a.load.as_ref()?.levels.iter().find(|l| l.index == i));
+        if let Some(row) = last {
+            live.print(row);
+        }
         final_table(a, live)
     })
 }
@@ -849,6 +865,8 @@ struct Live {
     rows_shown: AtomicBool,
     /// Each level printed live (stdout), the verdict its row said and the row.
     verdicts: std::sync::Mutex<Vec<(u32, String, String)>>,
+    /// The last level, whose row the run's final analysis prints.
+    deferred: std::sync::Mutex<Option<u32>>,
 }
 
 impl Live {
@@ -860,7 +878,17 @@ impl Live {
             floor_shown: AtomicBool::new(false),
             rows_shown: AtomicBool::new(false),
             verdicts: std::sync::Mutex::new(Vec::new()),
+            deferred: std::sync::Mutex::new(None),
         }
+    }
+
+    /// A level's row on stdout (after the header, once).
+    fn print(&self, row: &crate::analyze::verdict::LevelRow) {
+        if !self.rows_shown.swap(true, Ordering::Relaxed) {
+            crate::outln!("{}", report::terminal::level_header());
+        }
+        crate::outln!("{}", report::terminal::level_line(row));
+        self.shown(row);
     }
 
     fn shown(&self, row: &crate::analyze::verdict::LevelRow) {

@@ -1187,7 +1187,8 @@ fn chart(a: &Analysis) -> String {
             }
         }
         for s in &p.spans {
-            let (top, rh) = (tops[s.group], row_h[s.group]);
+            let g = s.group as usize;
+            let (top, rh) = (tops[g], row_h[g]);
             let x0 = c.x(s.start_s);
             let w = (c.x(s.end_s) - x0).max(1.0);
             let y = top + s.row as f64 * rh + 0.5;
@@ -1197,7 +1198,7 @@ fn chart(a: &Analysis) -> String {
                 None => what.to_string(),
             };
             let _ = write!(
-                bars[s.group],
+                bars[g],
                 "<rect class=\"{}\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{:.1}\"><title>#{} worker {}: {} in {} (t={:.3}→{:.3}s)</title></rect>",
                 CLASS_CSS[s.class.index()],
                 (rh - 1.0).max(1.0),

@@ -147,7 +147,7 @@ pub fn value(a: &Analysis) -> Value {
     let mut named = std::collections::HashSet::new();
     let mut seen_by = std::collections::HashSet::new();
     for s in &p.spans {
-        let group = &p.groups[s.group];
+        let group = &p.groups[s.group as usize];
         let (pid, g, worker) = match &group.observed {
             Some(o) => {
                 let pid = match o.via {
@@ -176,7 +176,7 @@ pub fn value(a: &Analysis) -> Value {
         let track = ((s.group as u64) << 32) | s.worker as u64;
         let args = json!({
             "request": s.id, "worker": s.worker, "outcome": s.class.label(),
-            "what": if s.what.is_empty() { "ok" } else { s.what.as_str() },
+            "what": if s.what.is_empty() { "ok" } else { &*s.what },
             "duration_ms": (s.end_s - s.start_s) * 1e3,
         });
         let cat = if group.observed.is_some() {

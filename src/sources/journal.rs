@@ -70,7 +70,12 @@ impl Iterator for JournalStream {
             }
             self.lineno += 1;
             let complete = self.buf.last() == Some(&b'\n');
-            let text = String::from_utf8_lossy(&self.buf);
+            // Valid UTF-8 (every line witness writes) is checked at its fast pace and borrowed;
+            // only a line that is not gets the slower replacing conversion.
+            let text = match std::str::from_utf8(&self.buf) {
+                Ok(t) => std::borrow::Cow::Borrowed(t),
+                Err(_) => String::from_utf8_lossy(&self.buf),
+            };
             let text = text.trim_end();
             if text.is_empty() {
                 continue;
