@@ -4,6 +4,8 @@
 //! `clone3(CLONE_INTO_CGROUP)`. Moving a process that already runs (a write to `cgroup.procs`
 //! between fork and exec) makes the kernel wait for an RCU grace period: a third of a millisecond
 //! on a quiet machine, tens of milliseconds on a busy one, which was most of `wrap -- true`'s time.
+//! On x86-64 it is also a vfork (`CLONE_VM | CLONE_VFORK`, the child on a stack of its own until its
+//! exec), with or without a cgroup: a fork's copy of witness's page tables took 0.2–1.6 ms.
 //! `CLONE_PIDFD` gives a descriptor that becomes readable when the child exits, so the runtime waits
 //! on it with no thread and no SIGCHLD bookkeeping; the status is then taken by pid, which the
 //! subreaper's loop never takes ([`super::reaper`]).
@@ -192,10 +194,11 @@ fn spawn_by(spec: &Spec, try_clone3: bool) -> std::io::Result<Child> {
         parent: std::process::id() as libc::pid_t,
         procs: None,
     };
-    let cloned = cgroup_dir
-        .as_ref()
-        .filter(|_| try_clone3)
-        .and_then(|d| clone_into(&prepared, d));
+    // clone3 with no cgroup too (a user's run without root): as a vfork it copies nothing. A
+    // cgroup that could not be opened is left to the fork path, whose child moves itself there.
+    let cloned = (try_clone3 && (spec.cgroup.is_none() || cgroup_dir.is_some()))
+        .then(|| clone_into(&prepared, cgroup_dir.as_ref()))
+        .flatten();
     let (pid, pidfd) = match cloned {
         Some(started) => started?,
         None => {
@@ -273,21 +276,24 @@ const CLONE_PIDFD: u64 = 0x1000;
 const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
-/// clone3 into the cgroup; None where the kernel cannot (then the caller forks).
+/// clone3, into the cgroup when there is one; None where the kernel cannot (then the caller forks).
 fn clone_into(
     p: &Prepared,
-    cgroup: &OwnedFd,
+    cgroup: Option<&OwnedFd>,
 ) -> Option<std::io::Result<(libc::pid_t, Option<OwnedFd>)>> {
     let mut pidfd: libc::c_int = -1;
     let mut args = CloneArgs {
         // Handlers reset in the child: a signal before its exec must not run witness's handler
         // (the runtime's, which writes to a pipe the parent shares).
-        flags: CLONE_PIDFD | CLONE_INTO_CGROUP | CLONE_CLEAR_SIGHAND,
+        flags: CLONE_PIDFD | CLONE_CLEAR_SIGHAND,
         pidfd: &mut pidfd as *mut libc::c_int as u64,
         exit_signal: libc::SIGCHLD as u64,
-        cgroup: cgroup.as_raw_fd() as u64,
         ..Default::default()
     };
+    if let Some(dir) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = dir.as_raw_fd() as u64;
+    }
     let pid = clone3(&mut args, p);
     if pid < 0 {
         return None;
@@ -492,18 +498,21 @@ mod tests {
         s
     }
 
+    /// By clone3 and by the fork path alike.
     #[tokio::test]
     async fn the_child_reads_its_stdin_and_its_outputs_and_status_come_back() {
         let argv = words(&["sh", "-c", "read x; echo \"out $x\"; echo err >&2; exit 3"]);
-        let mut c = spawn(&spec(&argv, None)).unwrap();
-        std::fs::File::from(c.stdin.take().unwrap())
-            .write_all(b"hi\n")
-            .unwrap();
-        assert_eq!(read_all(c.stdout.take()), "out hi\n");
-        assert_eq!(read_all(c.stderr.take()), "err\n");
-        assert_eq!(c.wait().await.unwrap().code(), Some(3));
-        // Taken once, said again.
-        assert_eq!(c.wait().await.unwrap().code(), Some(3));
+        for clone3 in [true, false] {
+            let mut c = spawn_by(&spec(&argv, None), clone3).unwrap();
+            std::fs::File::from(c.stdin.take().unwrap())
+                .write_all(b"hi\n")
+                .unwrap();
+            assert_eq!(read_all(c.stdout.take()), "out hi\n");
+            assert_eq!(read_all(c.stderr.take()), "err\n");
+            assert_eq!(c.wait().await.unwrap().code(), Some(3));
+            // Taken once, said again.
+            assert_eq!(c.wait().await.unwrap().code(), Some(3));
+        }
     }
 
     #[tokio::test]
@@ -516,8 +525,10 @@ mod tests {
     #[tokio::test]
     async fn an_exec_that_fails_is_the_spawn_s_error() {
         let missing = words(&["/nonexistent/witness-test-program"]);
-        let e = spawn(&spec(&missing, None)).err().unwrap();
-        assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+        for clone3 in [true, false] {
+            let e = spawn_by(&spec(&missing, None), clone3).err().unwrap();
+            assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+        }
         let file = std::env::temp_dir().join(format!("witness-spawn-{}", std::process::id()));
         std::fs::write(&file, "not a program").unwrap();
         let not_a_program = vec![file.to_string_lossy().to_string()];
