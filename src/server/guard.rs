@@ -2,14 +2,15 @@
 //!
 //! [`Guard`] holds it all for one supervisor: witness as subreaper (the reaping loop), the tree
 //! watcher, and two layers, the strongest the privilege allows:
-//! - **a cgroup** (v2, where witness may create one): the server starts in
-//!   `witness-<pid>-<n>` (created there by clone3, or moved there before it execs), so every descendant is in it whatever it does (`setsid`, double
-//!   fork); ending the tree is one write to `cgroup.kill` (the kernel kills the whole group), or a
-//!   kill of every pid in `cgroup.procs` on kernels without it.
-//! - **a watchdog**: a process of witness's (forked early, or `witness __watchdog`), in its own session, reading
-//!   a pipe from witness. witness tells it the cgroup and every process of the tree it sees; if the
-//!   pipe ends without witness saying "done" (witness was killed), the watchdog freezes what it was
-//!   told (SIGSTOP, so nothing forks any more), adds their descendants, kills them all and the cgroup.
+//! - **a cgroup** (v2, where witness may create one): the server starts in `witness-<pid>-<n>`
+//!   (created there by clone3, or moved there before it execs), so every descendant is in it
+//!   whatever it does (`setsid`, double fork); ending the tree is one write to `cgroup.kill` (the
+//!   kernel kills the whole group), or a kill of every pid in `cgroup.procs` on kernels without it.
+//! - **a watchdog**: a process of witness's (forked early, or `witness __watchdog`), in its own
+//!   session, reading a pipe from witness. witness tells it the cgroup and every process of the
+//!   tree it sees; if the pipe ends without witness saying "done" (witness was killed), the
+//!   watchdog freezes what it was told (SIGSTOP, so nothing forks any more), adds their
+//!   descendants, kills them all and the cgroup.
 //!
 //! Without root there is no cgroup: the watchdog's pid list (and witness as subreaper while it lives)
 //! is the guarantee, which a process that forks away between two of witness's looks could escape.

@@ -12,10 +12,11 @@
 //! caller's when asked (wrap); when it is a terminal the child's process group is made the
 //! foreground one, so reading it does not stop the child with SIGTTIN.
 //!
-//! If witness dies, even by SIGKILL, the child gets SIGKILL from the kernel: `PR_SET_PDEATHSIG` is set
-//! in the forked child (spawn.rs, which starts it in the tree's cgroup). That death signal is tied to the *thread* that forked, so children are only
-//! spawned from the async supervisor task, which runs on the runtime's long-lived worker threads,
-//! never from `spawn_blocking` threads that the runtime retires when idle.
+//! If witness dies, even by SIGKILL, the child gets SIGKILL from the kernel: `PR_SET_PDEATHSIG` is
+//! set in the forked child (spawn.rs, which starts it in the tree's cgroup). That death signal is
+//! tied to the *thread* that forked, so children are only spawned from the async supervisor task,
+//! which runs on the runtime's long-lived worker threads, never from `spawn_blocking` threads that
+//! the runtime retires when idle.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

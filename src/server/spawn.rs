@@ -79,7 +79,7 @@ impl Child {
 }
 
 /// `waitpid` for one child, through EINTR.
-fn wait_pid(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
+pub(super) fn wait_pid(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
     let mut status = 0;
     loop {
         // SAFETY: waitpid writes one int through a valid pointer.
@@ -115,7 +115,7 @@ struct Prepared {
 
 /// A pipe whose both ends are numbered 3 or above (so that putting one child end on 0, 1 or 2
 /// never closes another) and close on exec.
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+pub(super) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills two ints.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {

@@ -27,18 +27,8 @@ static EARLY: Mutex<Option<Watchdog>> = Mutex::new(None);
 /// took a tenth of `wrap -- true`. [`Watchdog::start`] takes it; where the fork fails, it starts one
 /// the usual way.
 pub fn fork_early() {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two ints.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    let Ok((read, write)) = super::spawn::pipe() else {
         return;
-    }
-    // SAFETY: both just opened, owned here.
-    let (read, write) = unsafe {
-        use std::os::fd::FromRawFd;
-        (
-            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        )
     };
     let mut own = super::reaper::spawn_guard();
     // SAFETY: witness has a single thread here, so the child is a whole copy of it and may run any
@@ -53,6 +43,9 @@ pub fn fork_early() {
                 let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
                 for fd in 0..3 {
                     libc::dup2(null, fd);
+                }
+                if null > 2 {
+                    libc::close(null);
                 }
             }
             // Named for `ps` and `top`, whose command line is still witness's.
@@ -135,9 +128,7 @@ impl Watchdog {
             let _ = std::thread::Builder::new()
                 .name("watchdog-wait".into())
                 .spawn(move || {
-                    let mut status = 0;
-                    // SAFETY: waits on witness's own child by pid.
-                    unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+                    let _ = super::spawn::wait_pid(pid as libc::pid_t);
                     super::reaper::forget(pid);
                 });
         }
