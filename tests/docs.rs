@@ -17,6 +17,8 @@
 //!   `…` for the rest of the line;
 //! - the exit code must be 0 or 1 (a verdict), or the one an `<!-- exit N -->` before the block names.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -243,11 +245,7 @@ fn line_matches(shown: &str, printed: &str) -> bool {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::free_port()
 }
 
 /// The documented defaults, bounded in time for a test.

@@ -150,12 +150,7 @@ fn load_with_gpu_auto_and_no_driver_runs_normally_says_nothing_about_gpus_and_re
 {
     let dir = tempdir();
     let report = dir.join("r.json");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = common::free_port().to_string();
     let mut c = witness();
     let lib = no_driver(&mut c, &dir);
     let o = c

@@ -25,13 +25,48 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A port nothing listens on right now.
+/// A loopback port nothing listens on right now, and that nothing else will take meanwhile.
+///
+/// Taken *below* the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), because a port the
+/// kernel hands to `bind(…:0)` is also one it may hand, a moment later, to an outgoing connection's
+/// local end (every load test makes thousands) or to another test's `bind(0)`: a server told to bind
+/// it a second later then fails with "Address already in use". Below that range only a port named
+/// explicitly is ever bound, and within this test binary a counter hands each port out once; the
+/// start of the walk is spread by the process id so that test binaries (and their leftover servers)
+/// stay apart. Each candidate is checked free by binding it on 127.0.0.1 and [::1].
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    // Ports 10000.. below the ephemeral range; a machine whose range starts too low for that keeps
+    // the kernel's choice.
+    let (base, span) = (10_000u32, low.saturating_sub(10_000));
+    if span < 1000 {
+        return TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+    }
+    let start = std::process::id().wrapping_mul(977) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (base + (start + n) % span) as u16;
+        let v4 = TcpListener::bind(("127.0.0.1", port)).is_ok();
+        let v6 = v4
+            && TcpListener::bind(("::1", port)).map_or_else(
+                // No IPv6 loopback at all counts as free.
+                |e| e.kind() != std::io::ErrorKind::AddrInUse,
+                |_| true,
+            );
+        if v4 && v6 {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {base}..{}", base + span);
 }
 
 pub fn tempdir(tag: &str) -> PathBuf {
