@@ -188,6 +188,14 @@ impl Command {
         matches!(self, Command::Wrap(a) if !a.command.is_empty() && !a.container.is_container())
     }
 
+    /// Whether the command's own work runs on threads of its own (the stdio relay, the output
+    /// drains, the process tree's watcher) and its async runtime mostly waits: `wrap` without
+    /// `--proxy`. One thread then drives the runtime; the worker threads a busy one needs are
+    /// not started (each costs `wrap -- true` about a tenth of a millisecond).
+    pub fn mostly_waits(&self) -> bool {
+        matches!(self, Command::Wrap(a) if a.proxy.is_none())
+    }
+
     /// The exit code for witness's own failures in this mode.
     pub fn internal_error_code(&self) -> i32 {
         match self {

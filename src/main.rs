@@ -13,11 +13,12 @@ fn main() {
     if cli.command.starts_a_child() {
         witness::server::watchdog::fork_early();
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("witness")
-        .build()
-    {
+    let mut builder = if cli.command.mostly_waits() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let rt = match builder.enable_all().thread_name("witness").build() {
         Ok(rt) => rt,
         Err(e) => {
             witness::errln!("witness: could not start the async runtime: {e}");

@@ -110,6 +110,11 @@ static EARLY: std::sync::Mutex<Option<Opened>> = std::sync::Mutex::new(None);
 /// where there is none, the dynamic loader's search of every library folder takes about half a
 /// millisecond that `wrap` would otherwise spend before its server starts.
 pub fn open_early() {
+    let asked = |v: &str| std::env::var_os(v).is_some();
+    if !asked(FAKE_ENV) && !asked(LIB_ENV) && no_kernel_driver(DRIVER_NODES).is_some() {
+        // Two looks at the file system: [`open`] answers at once, no thread is worth starting.
+        return;
+    }
     if let Ok(t) = std::thread::Builder::new()
         .name("gpu-open".into())
         .spawn(open_now)
@@ -125,8 +130,41 @@ fn open_now() -> anyhow::Result<Box<dyn GpuBackend>> {
         })?;
         return Ok(Box::new(fake));
     }
-    let lib = std::env::var(LIB_ENV).unwrap_or_else(|_| NVML_LIB.to_string());
+    let lib = match std::env::var(LIB_ENV) {
+        Ok(lib) => lib,
+        Err(_) => {
+            // The default library: where no NVIDIA kernel driver exists at all, NVML could not
+            // start even if it were installed, and the dynamic loader's search of every library
+            // folder for it (half a millisecond, most of what `wrap` spends on GPUs) is not made.
+            if let Some(no) = no_kernel_driver(DRIVER_NODES) {
+                return Err(no.into());
+            }
+            NVML_LIB.to_string()
+        }
+    };
     Ok(Box::new(NvmlGpu::open(&lib)?))
+}
+
+/// What the NVIDIA kernel driver makes when it is loaded: its control device (also what the
+/// container toolkit mounts into a container given GPUs) and its /proc folder.
+const DRIVER_NODES: &[&str] = &["/dev/nvidiactl", "/proc/driver/nvidia"];
+
+/// "No NVIDIA driver" when none of `nodes` exists; `None` when any does (NVML is then asked).
+fn no_kernel_driver(nodes: &[&str]) -> Option<NoGpu> {
+    if nodes.iter().any(|n| Path::new(n).exists()) {
+        return None;
+    }
+    Some(NoGpu {
+        summary: format!("no NVIDIA driver — no {}", nodes.join(" or ")),
+        explanation: format!(
+            "witness reads GPUs through NVML ({NVML_LIB}), which talks to the NVIDIA kernel driver; \
+             this machine has none loaded ({} absent). This is expected on a machine without an \
+             NVIDIA GPU (CI runners, laptops, most containers): `--gpu auto` skips GPU sampling \
+             there, `--gpu on` refuses to run. In a container, run it with the NVIDIA container \
+             toolkit (`docker run --gpus all`) so the driver's devices are mounted.",
+            nodes.join(" and ")
+        ),
+    })
 }
 
 // ---- NVML ---------------------------------------------------------------------------------------
@@ -751,6 +789,34 @@ mod tests {
         assert_eq!(server_memory(Some(&procs), Some(&[50])), Some(0));
         assert_eq!(server_memory(None, Some(&[10])), None);
         assert_eq!(server_memory(Some(&procs), None), None);
+    }
+
+    #[test]
+    fn no_driver_node_is_no_driver_and_any_one_sends_witness_to_nvml() {
+        let dir = std::env::temp_dir().join(format!("witness-gpu-nodes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ctl, proc_dir) = (dir.join("nvidiactl"), dir.join("driver-nvidia"));
+        let nodes = [ctl.to_str().unwrap(), proc_dir.to_str().unwrap()];
+        let no = no_kernel_driver(&nodes).expect("neither exists: no driver");
+        assert!(
+            no.summary.starts_with("no NVIDIA driver — no "),
+            "{}",
+            no.summary
+        );
+        assert!(no.summary.contains("nvidiactl"), "{}", no.summary);
+        assert!(no.explanation.contains("--gpu auto"), "{}", no.explanation);
+        std::fs::write(&ctl, "").unwrap();
+        assert!(
+            no_kernel_driver(&nodes).is_none(),
+            "the control device alone is enough"
+        );
+        std::fs::remove_file(&ctl).unwrap();
+        std::fs::create_dir(&proc_dir).unwrap();
+        assert!(
+            no_kernel_driver(&nodes).is_none(),
+            "the /proc folder alone is enough"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -66,16 +66,57 @@ pub(super) fn kill_cgroup(dir: &Path) -> usize {
     left.len()
 }
 
-/// witness's own cgroup v2 folder, from /proc/self/mountinfo and /proc/self/cgroup.
+/// witness's own cgroup v2 folder, from where cgroup2 is mounted and /proc/self/cgroup.
 fn v2_own_dir() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mounts.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        post.starts_with("cgroup2 ")
-            .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
-    })?;
+    let mount = v2_mount()?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
     let dir = mount.join(rel.trim_start_matches('/'));
     dir.is_dir().then_some(dir)
+}
+
+/// Where cgroup2 is mounted: one of the two places systems put it (`/sys/fs/cgroup`, or
+/// `/sys/fs/cgroup/unified` beside v1 controllers), asked of the file system itself; elsewhere,
+/// found in /proc/self/mountinfo (a long file where docker keeps many mounts: reading it was a
+/// tenth of `wrap -- true`).
+fn v2_mount() -> Option<PathBuf> {
+    const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+    for dir in [c"/sys/fs/cgroup", c"/sys/fs/cgroup/unified"] {
+        // SAFETY: statfs fills a plain struct through a valid pointer, from a NUL-terminated path.
+        let magic = unsafe {
+            let mut st: libc::statfs = std::mem::zeroed();
+            (libc::statfs(dir.as_ptr(), &mut st) == 0).then_some(st.f_type as i64)
+        };
+        if magic == Some(CGROUP2_SUPER_MAGIC) {
+            return Some(PathBuf::from(dir.to_str().ok()?));
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mounts.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        post.starts_with("cgroup2 ")
+            .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The quick look at the usual places finds a cgroup2 mount /proc/self/mountinfo names, and
+    /// finds one whenever it names any.
+    #[test]
+    fn the_cgroup2_mount_is_one_mountinfo_names() {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let listed: Vec<std::path::PathBuf> = mounts
+            .lines()
+            .filter_map(|l| {
+                let (pre, post) = l.split_once(" - ")?;
+                post.starts_with("cgroup2 ")
+                    .then(|| pre.split(' ').nth(4).map(std::path::PathBuf::from))?
+            })
+            .collect();
+        match super::v2_mount() {
+            Some(m) => assert!(listed.contains(&m), "{m:?} is not in {listed:?}"),
+            None => assert!(listed.is_empty(), "missed {listed:?}"),
+        }
+    }
 }

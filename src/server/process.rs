@@ -375,10 +375,12 @@ async fn find_daemon(cfg: &ProcessConfig, guard: &Guard) -> Option<(Identity, bo
     let me = std::process::id();
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        let in_cgroup = guard.cgroup.as_ref().map(|c| c.pids()).unwrap_or_default();
-        // witness's children and the cgroup's processes.
-        let mut pids = crate::sample::kin::children(me);
-        pids.extend_from_slice(&in_cgroup);
+        // The cgroup's processes (every one the server started is born there); without a cgroup,
+        // witness's children (the orphans it adopted as subreaper).
+        let (in_cgroup, pids) = match guard.cgroup.as_ref().map(|c| c.pids()) {
+            Some(c) => (c.clone(), c),
+            None => (Vec::new(), crate::sample::kin::children(me)),
+        };
         let stats: Vec<procfs::process::Stat> = pids
             .into_iter()
             .filter_map(|pid| procfs::process::Process::new(pid as i32).ok()?.stat().ok())

@@ -69,12 +69,36 @@ impl Child {
             Some(fd) => {
                 // Readable once the child has exited; the status is then there to take.
                 let _ready = fd.readable().await?;
-                tokio::task::spawn_blocking(move || wait_pid(pid)).await?
+                // Taken at once, on this thread; a thread of the blocking pool only in case the
+                // status is somehow not there yet.
+                match try_wait_pid(pid)? {
+                    Some(s) => Ok(s),
+                    None => tokio::task::spawn_blocking(move || wait_pid(pid)).await?,
+                }
             }
             None => tokio::task::spawn_blocking(move || wait_pid(pid)).await?,
         }?;
         self.status = Some(status);
         Ok(status)
+    }
+}
+
+/// `waitpid(WNOHANG)` for one child: its status if it has exited, `None` if it still runs.
+fn try_wait_pid(pid: libc::pid_t) -> std::io::Result<Option<ExitStatus>> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid writes one int through a valid pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return Ok(Some(ExitStatus::from_raw(status)));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
     }
 }
 

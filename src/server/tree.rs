@@ -165,13 +165,20 @@ struct Seen {
     state: char,
 }
 
-/// The processes the tree can hold: everything below witness and below the cgroup's processes
+/// The processes the tree can hold. With a cgroup (`cgroup` is its processes): those and everything
+/// below them, since every process the server starts is born in it whatever it does afterwards
+/// (`setsid`, a double fork, an orphan witness adopts), so witness's own threads — a list of
+/// children each, read twice a look — are not walked. Without one: everything below witness too
 /// (see `sample/kin.rs`).
-fn scan(me: u32, cgroup: &[u32]) -> Vec<Seen> {
-    let mut roots = vec![me];
-    roots.extend_from_slice(cgroup);
-    let mut pids = crate::sample::kin::below(&roots);
-    pids.extend_from_slice(cgroup);
+fn scan(me: u32, cgroup: Option<&[u32]>) -> Vec<Seen> {
+    let mut pids = match cgroup {
+        Some(c) => {
+            let mut p = crate::sample::kin::below(c);
+            p.extend_from_slice(c);
+            p
+        }
+        None => crate::sample::kin::below(&[me]),
+    };
     pids.sort_unstable();
     pids.dedup();
     pids.into_iter()
@@ -409,8 +416,9 @@ fn watch(
             last = true;
         }
         let root = shared.root.load(Ordering::SeqCst);
-        let in_cgroup = cgroup.as_ref().map(|c| c.pids()).unwrap_or_default();
-        let all = scan(me, &in_cgroup);
+        let in_cgroup = cgroup.as_ref().map(|c| c.pids());
+        let all = scan(me, in_cgroup.as_deref());
+        let in_cgroup = in_cgroup.unwrap_or_default();
         let own = |p: u32| super::reaper::is_own(p);
         let now: Vec<u32> = members_of(&all, root, me, &in_cgroup, &own);
         let t_s = journal.now_s();
