@@ -80,40 +80,51 @@ fn v2_own_dir() -> Option<PathBuf> {
 /// found in /proc/self/mountinfo (a long file where docker keeps many mounts: reading it was a
 /// tenth of `wrap -- true`).
 fn v2_mount() -> Option<PathBuf> {
+    v2_usual_mount().or_else(|| v2_mounts_listed().into_iter().next())
+}
+
+/// cgroup2 at one of its usual places, by the file system's magic number.
+fn v2_usual_mount() -> Option<PathBuf> {
     const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
-    for dir in [c"/sys/fs/cgroup", c"/sys/fs/cgroup/unified"] {
-        // SAFETY: statfs fills a plain struct through a valid pointer, from a NUL-terminated path.
-        let magic = unsafe {
-            let mut st: libc::statfs = std::mem::zeroed();
-            (libc::statfs(dir.as_ptr(), &mut st) == 0).then_some(st.f_type as i64)
-        };
-        if magic == Some(CGROUP2_SUPER_MAGIC) {
-            return Some(PathBuf::from(dir.to_str().ok()?));
-        }
-    }
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mounts.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        post.starts_with("cgroup2 ")
-            .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
-    })
+    [c"/sys/fs/cgroup", c"/sys/fs/cgroup/unified"]
+        .into_iter()
+        .find(|dir| {
+            // SAFETY: statfs fills a plain struct through a valid pointer, from a NUL-terminated
+            // path.
+            unsafe {
+                let mut st: libc::statfs = std::mem::zeroed();
+                libc::statfs(dir.as_ptr(), &mut st) == 0 && st.f_type as i64 == CGROUP2_SUPER_MAGIC
+            }
+        })
+        .and_then(|dir| Some(PathBuf::from(dir.to_str().ok()?)))
+}
+
+/// Every cgroup2 mount /proc/self/mountinfo lists, in its order.
+fn v2_mounts_listed() -> Vec<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            post.starts_with("cgroup2 ")
+                .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    /// The quick look at the usual places finds a cgroup2 mount /proc/self/mountinfo names, and
-    /// finds one whenever it names any.
+    use std::path::Path;
+
+    /// The quick look finds cgroup2 wherever mountinfo puts it at a usual place, and nowhere
+    /// else; and some cgroup2 is found whenever mountinfo lists one.
     #[test]
     fn the_cgroup2_mount_is_one_mountinfo_names() {
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-        let listed: Vec<std::path::PathBuf> = mounts
-            .lines()
-            .filter_map(|l| {
-                let (pre, post) = l.split_once(" - ")?;
-                post.starts_with("cgroup2 ")
-                    .then(|| pre.split(' ').nth(4).map(std::path::PathBuf::from))?
-            })
-            .collect();
+        let listed = super::v2_mounts_listed();
+        let usual = listed.iter().find(|m| {
+            *m == Path::new("/sys/fs/cgroup") || *m == Path::new("/sys/fs/cgroup/unified")
+        });
+        assert_eq!(super::v2_usual_mount().as_ref(), usual, "{listed:?}");
         match super::v2_mount() {
             Some(m) => assert!(listed.contains(&m), "{m:?} is not in {listed:?}"),
             None => assert!(listed.is_empty(), "missed {listed:?}"),
