@@ -372,8 +372,8 @@ pub struct WrapArgs {
     /// engine collects a container's stats once a second, so they come no faster than that.
     #[arg(help_heading = H_SAMPLING, long, value_parser = parse_interval, default_value = "1s", value_name = "DURATION")]
     pub sample_interval: Duration,
-    /// What the child's stdin is. `auto`: relayed when witness's stdin is not a terminal (an MCP
-    /// client launched witness), handed over when it is. `relay`: witness reads its stdin and
+    /// What the child's stdin is. `auto`: relayed when witness's stdin is a pipe, socket or file
+    /// (an MCP client launched witness), handed over when it is a terminal or /dev/null. `relay`: witness reads its stdin and
     /// writes the child's, and the child's stdout back, byte for byte, reading the JSON-RPC that
     /// passes (MCP over stdio); the child gets new pipes on each restart. `inherit`: the child gets
     /// witness's own stdin and stdout descriptors; witness sees none of the traffic.

@@ -648,7 +648,7 @@ fn a_recording_that_cannot_be_written_is_a_usage_error() {
     let bad: PathBuf = dir.join("no-such-folder").join("r.jsonl");
     let out = run_bounded(
         Command::new(witness())
-            .args(["wrap", "--journal"])
+            .args(["wrap", "--stdin", "relay", "--journal"])
             .arg(dir.join("j.jsonl"))
             .arg("--record")
             .arg(&bad)
@@ -674,6 +674,22 @@ fn a_recording_that_cannot_be_written_is_a_usage_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--record needs"), "{err}");
+    // /dev/null on stdin (run_bounded's) is no client either.
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["wrap", "--journal"])
+            .arg(dir.join("j3.jsonl"))
+            .arg("--record")
+            .arg(dir.join("r.jsonl"))
+            .args(["--", "true"]),
+        Duration::from_secs(20),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--record needs") && err.contains("/dev/null"),
+        "{err}"
+    );
     let out = run_bounded(
         Command::new(witness())
             .args(["wrap", "--record-max", "1KiB", "--record"])

@@ -398,3 +398,63 @@ fn a_second_ctrl_c_kills_a_child_that_ignores_the_first_at_once() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("asked twice to stop"));
 }
+
+/// `--stdin auto` hands /dev/null over as it is (no client can be behind it: nothing is relayed,
+/// and the end is not blamed on a client closing its stdin), and relays a pipe.
+#[test]
+fn stdin_from_dev_null_is_handed_over_and_a_pipe_is_relayed() {
+    let dir = tempdir("stdin-null");
+    let script = "readlink /proc/self/fd/0; cat; echo done";
+    let run = |stdin: Stdio, j: &std::path::Path| {
+        let child = Command::new(witness())
+            .args(["wrap", "--journal"])
+            .arg(j)
+            .args(["--", "sh", "-c", script])
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_bounded(child, Duration::from_secs(20))
+    };
+    let null = run(Stdio::null(), &dir.join("null.jsonl"));
+    let (out, err) = (
+        String::from_utf8_lossy(&null.stdout).to_string(),
+        String::from_utf8_lossy(&null.stderr).to_string(),
+    );
+    assert_eq!(null.status.code(), Some(0), "{err}");
+    assert_eq!(
+        out, "/dev/null\ndone\n",
+        "the child's stdin is witness's /dev/null\n{err}"
+    );
+    assert!(!err.contains("client closed its stdin"), "{err}");
+    assert!(err.contains("run ends: the server exited with 0"), "{err}");
+    // A pipe (what an MCP client gives): relayed, so the child reads a pipe of witness's.
+    let (r, mut w) = std::io::pipe().unwrap();
+    std::io::Write::write_all(
+        &mut w,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n",
+    )
+    .unwrap();
+    drop(w);
+    let piped = run(Stdio::from(r), &dir.join("pipe.jsonl"));
+    let out = String::from_utf8_lossy(&piped.stdout).to_string();
+    assert!(
+        out.starts_with("pipe:[") && out.ends_with("\ndone\n"),
+        "{out}"
+    );
+    // The relay saw the client's ping and EOF (journalled whichever came first, it or the exit);
+    // with /dev/null there was no client to see.
+    let closed = |j: &str| {
+        std::fs::read_to_string(dir.join(j))
+            .unwrap()
+            .contains("the client closed its stdin")
+    };
+    assert!(
+        closed("pipe.jsonl"),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert!(!closed("null.jsonl"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

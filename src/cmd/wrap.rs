@@ -52,7 +52,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     let record = record_settings(&args.record)?;
     if record.is_some() && pipes.is_none() && args.proxy.is_none() {
         return Err(crate::error::usage(
-            "--record needs traffic to record: an MCP client on witness's stdin (the stdio relay; not with --stdin inherit or a terminal) or --proxy LISTEN=UPSTREAM for HTTP",
+            "--record needs traffic to record: an MCP client on witness's stdin (the stdio relay; not with --stdin inherit, a terminal or /dev/null) or --proxy LISTEN=UPSTREAM for HTTP",
         ));
     }
     // LISTEN is bound before the journal and the server exist: a taken port is a usage error, and
@@ -305,8 +305,21 @@ fn relays(mode: StdinMode) -> bool {
     match mode {
         StdinMode::Relay => true,
         StdinMode::Inherit => false,
+        // A terminal is a person's; /dev/null is no client at all (a CI step, a service manager):
+        // nothing could pass, and the child reads the same EOF from it directly.
         // SAFETY: isatty only reads fd 0's state.
-        StdinMode::Auto => unsafe { libc::isatty(0) != 1 },
+        StdinMode::Auto => (unsafe { libc::isatty(0) != 1 }) && !is_dev_null(0),
+    }
+}
+
+/// Whether `fd` is /dev/null (the character device 1:3, whatever its path).
+fn is_dev_null(fd: libc::c_int) -> bool {
+    // SAFETY: fstat fills a plain struct through a valid pointer.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFCHR
+            && st.st_rdev == libc::makedev(1, 3)
     }
 }
 

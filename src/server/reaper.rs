@@ -112,8 +112,43 @@ pub fn reap_orphans() -> Vec<u32> {
     reaped
 }
 
-/// Whether any child of witness has ended and waits to be reaped (asked without reaping it). A
-/// watchdog told it was done is taken on the way (its status is nobody's business).
+/// witness's own children whose status nobody will ask for (a watchdog told it is done): taken
+/// on the way by [`any_zombie_child`] once they are gone, or with witness's exit.
+static UNWANTED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// `pid`, a child of witness's own, will not be waited for by its owner.
+pub fn unwanted(pid: u32) {
+    let mut u = UNWANTED.lock().unwrap_or_else(|e| e.into_inner());
+    // Those already gone are taken now, so the list never grows.
+    u.retain(|&p| {
+        let mut status = 0;
+        // SAFETY: waitpid on witness's own child, WNOHANG: never blocks.
+        let r = unsafe { libc::waitpid(p as libc::pid_t, &mut status, libc::WNOHANG) };
+        if r == 0 {
+            return true;
+        }
+        forget(p);
+        false
+    });
+    u.push(pid);
+}
+
+/// Takes the status of `pid` if it is an unwanted child: true when it was one.
+fn take_unwanted(pid: u32) -> bool {
+    let mut u = UNWANTED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(i) = u.iter().position(|&p| p == pid) else {
+        return false;
+    };
+    let mut status = 0;
+    // SAFETY: waitpid on witness's own child, WNOHANG: never blocks.
+    unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+    u.swap_remove(i);
+    forget(pid);
+    true
+}
+
+/// Whether any child of witness has ended and waits to be reaped (asked without reaping it). An
+/// unwanted one is taken on the way.
 fn any_zombie_child() -> bool {
     loop {
         // SAFETY: waitid with WNOWAIT only looks; `info` is a plain struct the kernel fills.
@@ -130,7 +165,7 @@ fn any_zombie_child() -> bool {
             }
             info.si_pid() as u32
         };
-        if !super::watchdog::take_ended(pid) {
+        if !take_unwanted(pid) {
             return true;
         }
     }

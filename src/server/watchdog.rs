@@ -124,40 +124,11 @@ impl Watchdog {
         self.say("done\n");
         self.pipe.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(pid) = self.pid.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            // Not waited for here: it stays witness's own (the reaping loop leaves it alone) and a
-            // zombie once gone, until the next watchdog's end takes its status, or witness exits.
-            // Each one ended before is taken now, so they never pile up.
-            let mut ended = ENDED.lock().unwrap_or_else(|e| e.into_inner());
-            ended.retain(|&p| {
-                let mut status = 0;
-                // SAFETY: waitpid on witness's own child, WNOHANG: never blocks.
-                let r = unsafe { libc::waitpid(p as libc::pid_t, &mut status, libc::WNOHANG) };
-                if r == 0 {
-                    return true;
-                }
-                super::reaper::forget(p);
-                false
-            });
-            ended.push(pid);
+            // Not waited for here: its status is nobody's, and the reaping loop takes it once it
+            // is gone, without counting it as the server's orphan.
+            super::reaper::unwanted(pid);
         }
     }
-}
-
-/// Watchdogs told "done" whose status witness has not taken yet.
-static ENDED: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
-
-/// Takes the status of `pid` if it is a watchdog told "done" (and gone): true when it was one.
-pub(super) fn take_ended(pid: u32) -> bool {
-    let mut ended = ENDED.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(i) = ended.iter().position(|&p| p == pid) else {
-        return false;
-    };
-    let mut status = 0;
-    // SAFETY: waitpid on witness's own child, WNOHANG: never blocks.
-    unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
-    ended.swap_remove(i);
-    super::reaper::forget(pid);
-    true
 }
 
 /// The watchdog process: reads witness's messages until the pipe ends; unless the last one was
