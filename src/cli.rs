@@ -188,12 +188,13 @@ impl Command {
         matches!(self, Command::Wrap(a) if !a.command.is_empty() && !a.container.is_container())
     }
 
-    /// Whether the command's own work runs on threads of its own (the stdio relay, the output
-    /// drains, the process tree's watcher) and its async runtime mostly waits: `wrap` without
-    /// `--proxy`. One thread then drives the runtime; the worker threads a busy one needs are
-    /// not started (each costs `wrap -- true` about a tenth of a millisecond).
+    /// Whether the command's own work runs on threads of its own (the output drains, the process
+    /// tree's watcher) and its async runtime only waits: `wrap` with nothing to relay or proxy.
+    /// One thread then drives the runtime; the worker threads a busy one needs are not started
+    /// (each costs `wrap -- true` about a tenth of a millisecond). A relayed MCP session keeps
+    /// them: its calls' bookkeeping is answered by a worker at once.
     pub fn mostly_waits(&self) -> bool {
-        matches!(self, Command::Wrap(a) if a.proxy.is_none())
+        matches!(self, Command::Wrap(a) if a.proxy.is_none() && !a.stdin.relays())
     }
 
     /// The exit code for witness's own failures in this mode.
@@ -428,6 +429,31 @@ pub enum StdinMode {
     Auto,
     Relay,
     Inherit,
+}
+
+impl StdinMode {
+    /// Whether the child's stdin and stdout are relayed (and read) rather than handed over.
+    pub fn relays(self) -> bool {
+        match self {
+            StdinMode::Relay => true,
+            StdinMode::Inherit => false,
+            // A terminal is a person's; /dev/null is no client at all (a CI step, a service
+            // manager): nothing could pass, and the child reads the same EOF from it directly.
+            // SAFETY: isatty only reads fd 0's state.
+            StdinMode::Auto => (unsafe { libc::isatty(0) != 1 }) && !is_dev_null(0),
+        }
+    }
+}
+
+/// Whether `fd` is /dev/null (the character device 1:3, whatever its path).
+fn is_dev_null(fd: libc::c_int) -> bool {
+    // SAFETY: fstat fills a plain struct through a valid pointer.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFCHR
+            && st.st_rdev == libc::makedev(1, 3)
+    }
 }
 
 #[derive(Args, Debug)]

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use super::TargetConfig;
 use super::{build_target, check_outputs, open_journal, target_config, Signals};
-use crate::cli::{RecordArgs, StdinMode, WrapArgs};
+use crate::cli::{RecordArgs, WrapArgs};
 use crate::journal::{Event, Settings};
 use crate::observe::record::{HarRecorder, Settings as RecordSettings, StdioRecorder};
 use crate::observe::relay::Relay;
@@ -29,7 +29,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     // passes), or handed over (a terminal, or `--stdin inherit`: bytes and EOF as sent, unread).
     let mut pipes = None;
     if let TargetConfig::Process(p) = &mut cfg {
-        if relays(args.stdin) {
+        if args.stdin.relays() {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             p.stdio = Some(tx);
             let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -299,29 +299,6 @@ impl Recorded {
 
 /// How long the relay waits, once the server is gone, for its stdout to be relayed to the end.
 const RELAY_LINGER: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Whether the child's stdin and stdout are relayed (and read) rather than handed over.
-fn relays(mode: StdinMode) -> bool {
-    match mode {
-        StdinMode::Relay => true,
-        StdinMode::Inherit => false,
-        // A terminal is a person's; /dev/null is no client at all (a CI step, a service manager):
-        // nothing could pass, and the child reads the same EOF from it directly.
-        // SAFETY: isatty only reads fd 0's state.
-        StdinMode::Auto => (unsafe { libc::isatty(0) != 1 }) && !is_dev_null(0),
-    }
-}
-
-/// Whether `fd` is /dev/null (the character device 1:3, whatever its path).
-fn is_dev_null(fd: libc::c_int) -> bool {
-    // SAFETY: fstat fills a plain struct through a valid pointer.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        libc::fstat(fd, &mut st) == 0
-            && st.st_mode & libc::S_IFMT == libc::S_IFCHR
-            && st.st_rdev == libc::makedev(1, 3)
-    }
-}
 
 /// Whether witness let go of a container it did not own (rather than seeing it end).
 fn detached(journal: &crate::journal::Journal) -> bool {
