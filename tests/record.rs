@@ -662,34 +662,29 @@ fn a_recording_that_cannot_be_written_is_a_usage_error() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
-    let out = run_bounded(
-        Command::new(witness())
-            .args(["wrap", "--stdin", "inherit", "--journal"])
-            .arg(dir.join("j2.jsonl"))
-            .arg("--record")
-            .arg(dir.join("r.jsonl"))
-            .args(["--", "true"]),
-        Duration::from_secs(20),
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("--record needs"), "{err}");
-    // /dev/null on stdin (run_bounded's) is no client either.
-    let out = run_bounded(
-        Command::new(witness())
-            .args(["wrap", "--journal"])
-            .arg(dir.join("j3.jsonl"))
-            .arg("--record")
-            .arg(dir.join("r.jsonl"))
-            .args(["--", "true"]),
-        Duration::from_secs(20),
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("--record needs") && err.contains("/dev/null"),
-        "{err}"
-    );
+    // No client to record: stdin handed over, or /dev/null on it (run_bounded's), no client either.
+    for (n, stdin) in [["--stdin", "inherit"], ["--stdin", "auto"]]
+        .iter()
+        .enumerate()
+    {
+        let out = run_bounded(
+            Command::new(witness())
+                .arg("wrap")
+                .args(stdin)
+                .arg("--journal")
+                .arg(dir.join(format!("j{n}.jsonl")))
+                .arg("--record")
+                .arg(dir.join("r.jsonl"))
+                .args(["--", "true"]),
+            Duration::from_secs(20),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--record needs") && err.contains("/dev/null"),
+            "{err}"
+        );
+    }
     let out = run_bounded(
         Command::new(witness())
             .args(["wrap", "--record-max", "1KiB", "--record"])
