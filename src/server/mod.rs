@@ -368,6 +368,23 @@ mod tests {
     }
 }
 
+/// A netlink datagram socket of `protocol` (sock_diag here, the process-event connector in the
+/// tree watcher), closed when dropped.
+fn netlink_socket(protocol: libc::c_int) -> std::io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: socket takes plain integers; a descriptor it returns is owned by the OwnedFd alone.
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            protocol,
+        );
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(<std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd))
+    }
+}
+
 /// The kernel's socket table asked over netlink (NETLINK_SOCK_DIAG, as `ss -lt` does) for TCP
 /// sockets in LISTEN alone.
 mod diag {
@@ -385,19 +402,7 @@ mod diag {
     const MSG: usize = 72;
 
     pub fn listening() -> std::io::Result<BTreeMap<u64, SocketAddr>> {
-        // SAFETY: a netlink socket owned here, closed by OwnedFd.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-                libc::NETLINK_SOCK_DIAG,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: just opened.
-        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let fd = super::netlink_socket(libc::NETLINK_SOCK_DIAG)?;
         let mut out = BTreeMap::new();
         for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
             dump(&fd, family, &mut out)?;

@@ -701,24 +701,16 @@ mod connector {
     }
 
     pub fn start() -> Option<Exits> {
-        // SAFETY: plain socket calls on a descriptor we own; buffers outlive the calls.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-                libc::NETLINK_CONNECTOR,
-            )
-        };
-        if fd < 0 {
-            return None;
-        }
-        let close = |fd| unsafe { libc::close(fd) };
+        use std::os::fd::AsRawFd;
+        // Closed when dropped: on a refusal below, or when the reading thread ends.
+        let owned = crate::server::netlink_socket(libc::NETLINK_CONNECTOR).ok()?;
+        let fd = owned.as_raw_fd();
+        // SAFETY (below): plain socket calls on that descriptor; buffers outlive the calls.
         let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as u16;
         addr.nl_groups = CN_IDX_PROC;
         let len = std::mem::size_of::<libc::sockaddr_nl>() as u32;
         if unsafe { libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len) } != 0 {
-            close(fd);
             return None;
         }
         let mut msg = Vec::with_capacity(40);
@@ -735,12 +727,10 @@ mod connector {
         msg.extend_from_slice(&0u16.to_ne_bytes());
         msg.extend_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
         if unsafe { libc::send(fd, msg.as_ptr() as *const libc::c_void, msg.len(), 0) } < 0 {
-            close(fd);
             return None;
         }
         // Unprivileged, the subscription is accepted but nothing arrives: check the capability.
         if !has_net_admin() {
-            close(fd);
             return None;
         }
         let tv = libc::timeval {
@@ -762,6 +752,7 @@ mod connector {
         std::thread::Builder::new()
             .name("proc-connector".into())
             .spawn(move || {
+                let _owned = owned;
                 let mut buf = vec![0u8; 8192];
                 // Ends when the tree watcher drops its handle.
                 while let Some(exits) = weak.upgrade() {
@@ -787,7 +778,6 @@ mod connector {
                         m.retain(|_, (_, t)| t.elapsed() < Duration::from_secs(10));
                     }
                 }
-                close(fd);
             })
             .ok()?;
         Some(out)
