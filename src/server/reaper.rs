@@ -120,17 +120,19 @@ static UNWANTED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 pub fn unwanted(pid: u32) {
     let mut u = UNWANTED.lock().unwrap_or_else(|e| e.into_inner());
     // Those already gone are taken now, so the list never grows.
-    u.retain(|&p| {
-        let mut status = 0;
-        // SAFETY: waitpid on witness's own child, WNOHANG: never blocks.
-        let r = unsafe { libc::waitpid(p as libc::pid_t, &mut status, libc::WNOHANG) };
-        if r == 0 {
-            return true;
-        }
-        forget(p);
-        false
-    });
+    u.retain(|&p| !reap_unwanted(p));
     u.push(pid);
+}
+
+/// Takes an unwanted child's status if it is gone (true then: it is forgotten), never blocking.
+fn reap_unwanted(pid: u32) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid on witness's own child, WNOHANG: never blocks.
+    if unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) } == 0 {
+        return false;
+    }
+    forget(pid);
+    true
 }
 
 /// Takes the status of `pid` if it is an unwanted child: true when it was one.
@@ -139,11 +141,9 @@ fn take_unwanted(pid: u32) -> bool {
     let Some(i) = u.iter().position(|&p| p == pid) else {
         return false;
     };
-    let mut status = 0;
-    // SAFETY: waitpid on witness's own child, WNOHANG: never blocks.
-    unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+    // Seen as a zombie: its status is there to take.
+    reap_unwanted(pid);
     u.swap_remove(i);
-    forget(pid);
     true
 }
 
