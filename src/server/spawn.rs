@@ -85,31 +85,26 @@ impl Child {
 
 /// `waitpid(WNOHANG)` for one child: its status if it has exited, `None` if it still runs.
 fn try_wait_pid(pid: libc::pid_t) -> std::io::Result<Option<ExitStatus>> {
+    waitpid(pid, libc::WNOHANG)
+}
+
+/// `waitpid` for one child, through EINTR.
+pub(super) fn wait_pid(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
+    // A blocking waitpid returns only with a status (or an error).
+    waitpid(pid, 0)?.ok_or_else(|| std::io::Error::other("waitpid returned no status"))
+}
+
+/// `waitpid(pid, flags)` through EINTR: the status, or `None` where WNOHANG found it running.
+fn waitpid(pid: libc::pid_t, flags: libc::c_int) -> std::io::Result<Option<ExitStatus>> {
     let mut status = 0;
     loop {
         // SAFETY: waitpid writes one int through a valid pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        let r = unsafe { libc::waitpid(pid, &mut status, flags) };
         if r == pid {
             return Ok(Some(ExitStatus::from_raw(status)));
         }
         if r == 0 {
             return Ok(None);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-    }
-}
-
-/// `waitpid` for one child, through EINTR.
-pub(super) fn wait_pid(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid writes one int through a valid pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Ok(ExitStatus::from_raw(status));
         }
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EINTR) {
