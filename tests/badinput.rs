@@ -2,7 +2,7 @@
 //! cannot be used. Each is a clear message naming what was wrong, exit 2, never a panic (101), and
 //! nothing is started or written.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! non-request records, which analysis holds in memory) stays the same size (issue 21).
 //! No timings are asserted: only bytes.
 
-mod common;
+use crate::common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,7 +5,7 @@
 //! killing CPU-bound workers late. Each has its false-alarm twin: a healthy spread of latencies, a
 //! clean exit after the client closed stdin.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -6,7 +6,7 @@
 //! answering 503 at once is a capacity refusal and stays `rejected`. And a timer armed after its
 //! process started is drawn, in the HTML, where its words put it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

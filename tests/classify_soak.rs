@@ -4,7 +4,7 @@
 //! trace — and in the rows of the calls `witness wrap --proxy` observed. The false alarm: a server
 //! answering 503 at once (capacity) keeps its refusals `rejected`, and the soak passes.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

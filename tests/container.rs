@@ -3,8 +3,8 @@
 //! container, witness as PID 1 of a container, and a missing engine. The images are built here with
 //! no registry (tests/docker/README.md). Without an engine these tests fail: CI guarantees one.
 
-mod common;
-mod docker;
+use crate::common;
+use crate::docker;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -5,7 +5,7 @@
 //! gunicorn (PyPI) and nginx (Debian's nginx-light) are installed by `.ci/run`. Without them a test
 //! prints SKIPPED locally, and fails when CI=true: there, a missing tool is a broken setup.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -17,7 +17,7 @@
 //!   `…` for the rest of the line;
 //! - the exit code must be 0 or 1 (a verdict), or the one an `<!-- exit N -->` before the block names.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! what stdout says of a level is what the report keeps — a verdict the cliff rule may still change
 //! reads PENDING, and a final table settles it. Real servers on loopback, bounded in time.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! that the server has no health endpoint, ask the URL itself instead, and run levels long enough
 //! for their percentiles. A server that listens elsewhere than the URL says so within seconds.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

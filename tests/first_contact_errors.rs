@@ -7,7 +7,7 @@
 //! toy_server, python3's ssl server with certificates made by `openssl` (skipped without them, and
 //! failing under CI=true).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -6,7 +6,7 @@
 //! stream the server refuses on four connections in a row is an error once its resends ran out.
 //! nginx and openssl are installed by `.ci/run`; without them a test says it skipped.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! pointed at a library that does not exist, so the result is the same on a machine with a GPU),
 //! and with the scripted fake backend (`WITNESS_FAKE_GPU`).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

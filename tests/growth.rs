@@ -9,7 +9,7 @@
 //! children and their command, not the server's memory; its twin, a server whose own heap grows,
 //! is still named as the server's memory.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! takes a connection the server needs (part 6), and a GET carries no body it did not ask for
 //! (part 7). Real servers, restarted under load where it matters; every check reads the journal.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

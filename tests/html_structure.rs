@@ -5,7 +5,7 @@
 //! (docs/timeline.png, made by scripts/timeline-png.sh) shows no lane the demo's HTML has lost: the
 //! script lists the lanes it screenshotted in docs/timeline.lanes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! `witness load` against the example servers: the 85-second story's two tables, a healthy line, capacity
 //! refusals, a stalled listener, and a remote target refused.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

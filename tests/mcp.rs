@@ -3,7 +3,7 @@
 //! streamable HTTP, and the official Python SDK's server (examples/mcp_py_server.py, PyPI `mcp`)
 //! with and without sessions (and without `/health`: a soak then asks MCP ping).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

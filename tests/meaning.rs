@@ -3,7 +3,7 @@
 //! are one line; a refused soak tells no memory trend; a server killed by a signal with nothing to
 //! restart it "died", never "restarted".
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

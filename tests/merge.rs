@@ -1,7 +1,7 @@
 //! One timeline from many sources: `witness report` merging a wrap journal with load journals and
 //! with k6's JSON results, against the real example server (and the real k6 binary).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

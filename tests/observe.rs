@@ -6,7 +6,7 @@
 //! Needs python3 (and, for the SDK tests, `mcp` from PyPI): `.ci/run` installs it. Missing, a test
 //! says SKIPPED, and fails when CI=true.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! watchdog ends it with 124), written as JSONL and read by the real binary, in the terminal's words
 //! and the JSON report's keys.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -6,7 +6,7 @@
 //! connects. uvicorn, starlette and nginx are installed by `.ci/run`; without them a test says it
 //! skipped (and fails under CI=true).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! capacity-limited gunicorn found within the resolution; a search that meets a dying server ends
 //! saying so. Counts, outcomes and ordering only: no wall-clock figure is asserted.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

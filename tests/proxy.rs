@@ -4,7 +4,7 @@
 //! deaths, 502s while down recorded as the server being down (never ok), bodies byte-exact at
 //! bounded memory, no credential on record.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

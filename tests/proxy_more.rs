@@ -6,7 +6,7 @@
 //! Needs python3 (and openssl for the TLS case): `.ci/run` installs them; missing, a test says
 //! SKIPPED, and fails on CI.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -7,7 +7,7 @@
 //! passes to the server unchanged; the proxy's own 502 while nothing listens keeps its words in
 //! every view.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

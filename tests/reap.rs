@@ -1,7 +1,7 @@
 //! witness wrap as a subreaper: the orphans a server leaves are re-parented to witness and reaped
 //! by pid, while witness still gets its own child's exit status (no blanket wait steals it).
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! through `--proxy` as HAR 1.2 (curl, checked by haralyzer from PyPI). Masked, bounded, and whole up
 //! to the last flush when witness is killed with SIGKILL.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -6,7 +6,7 @@
 //!
 //! Needs python3 (`.ci/run` installs it). Missing, a test says SKIPPED, and fails on CI.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

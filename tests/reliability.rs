@@ -2,7 +2,7 @@
 //! process (the example server, a supervisor loop, the real witness binary) and checks what witness
 //! says about it. docs/reliability.md lists each row with the test that shows it.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! named) and searched with --find-limit; a browser-style HAR written by hand replayed with --url
 //! against python's http.server; bad input said and exit 2.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

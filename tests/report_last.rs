@@ -5,7 +5,7 @@
 //! restart it, a signal witness forwarded); a `--proxy` run whose server does not speak JSON-RPC on
 //! stdout has no "not JSON-RPC" note. Real processes throughout.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! namespace of its own (`unshare -m`) whose /etc/resolv.conf, /etc/nsswitch.conf and /etc/hosts are
 //! the test's; the nameservers are Python on UDP port 53 of loopback addresses (tests/peers/dns.py):
 //! one that reads every query and answers none, one that answers `A app.test → 127.0.0.1`.
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

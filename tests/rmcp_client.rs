@@ -2,7 +2,7 @@
 //! server, directly (no witness): proof that the client the relay's tests and benchmark drive works
 //! on its own, so a failure seen through `witness wrap` is the relay's.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

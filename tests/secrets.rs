@@ -3,7 +3,7 @@
 //! artifacts are never written through a symlink, are 0600 when the run carries secrets, and the
 //! default journal goes to a per-user folder, created exclusively.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! mistakes located, and Ctrl-C. Each soak runs a few seconds with the short phases of
 //! examples/plans/quick.toml.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

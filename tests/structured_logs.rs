@@ -3,7 +3,7 @@
 //! raw object; an info line with a `signal` field is not `[killed]`; a timeout line's duration
 //! field names the timer the process died at. The journal keeps the raw line.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;

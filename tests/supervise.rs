@@ -8,7 +8,7 @@
 //! client's handshake to it). Without a restart, the client sees the stream close as it does with no
 //! witness between.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! and the false alarms: a body streamed in slow chunks, a healthy server under bursts of new
 //! connections. Every run is bounded in requests and time.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! journalled per new connection and never on a reused one. nginx, uvicorn and openssl are
 //! installed by `.ci/run`; without them a test says it skipped (and fails under CI=true).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

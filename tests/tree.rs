@@ -6,7 +6,7 @@
 //! Needs python3 with `mcp` (PyPI), gunicorn, nginx and `script` (util-linux): `.ci/run` installs
 //! them. Missing, a test says SKIPPED, and fails when CI=true.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! watchdog example (and that it loads in headless Chromium), the trace export of a wrap run, every
 //! format of a journal cut off mid-line, and a 100,000-request journal staying small.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

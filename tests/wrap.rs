@@ -1,7 +1,7 @@
 //! `witness wrap` against real children: exit meanings, watchdog lines, timer suspicions, restarts,
 //! signal forwarding, kill -9 of witness, and transparency of the output.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -138,6 +138,8 @@ pub fn static_toy() -> &'static Path {
         let h = hash(&[&std::fs::read(&src).unwrap(), b"static-toy-1"]);
         let dir = work_dir("docker-toy");
         let out = dir.join(format!("toy_server-{h:016x}"));
+        // Tests run in processes of their own, several at once: one builds, the others wait for it.
+        let _lock = FileLock::new(&dir.join("build.lock"));
         if !out.exists() {
             let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
             let tmp = dir.join(format!("toy_server-{h:016x}.part-{}", std::process::id()));
@@ -166,6 +168,24 @@ pub fn static_toy() -> &'static Path {
     })
 }
 
+/// An exclusive lock on a file (flock), held until dropped: builds shared by test processes.
+pub struct FileLock(std::fs::File);
+
+impl FileLock {
+    pub fn new(path: &Path) -> Self {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .unwrap();
+        // SAFETY: a valid descriptor; flock blocks until the lock is ours.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        FileLock(f)
+    }
+}
+
 /// `witness-test/toy:<hash>`: FROM scratch with the static toy server as its entrypoint.
 pub fn toy_image() -> &'static str {
     static TAG: OnceLock<String> = OnceLock::new();
@@ -174,6 +194,7 @@ pub fn toy_image() -> &'static str {
         let bin = static_toy();
         let h = hash(&[&std::fs::read(bin).unwrap(), b"toy-image-1"]);
         let tag = format!("witness-test/toy:{h:016x}");
+        let _lock = FileLock::new(&work_dir("docker-toy").join("image.lock"));
         if !image_exists(&tag) {
             let ctx = work_dir(&format!("docker-toy-ctx-{h:016x}"));
             std::fs::copy(bin, ctx.join("toy_server")).unwrap();
@@ -232,6 +253,7 @@ pub fn entry_image() -> &'static str {
             b"entry-image-1",
         ]);
         let tag = format!("witness-test/entry:{h:016x}");
+        let _lock = FileLock::new(&work_dir("docker-toy").join("image.lock"));
         if image_exists(&tag) {
             return tag;
         }

@@ -1,0 +1,54 @@
+//! Every integration test in one binary: one link of the dependency tree instead of one per file
+//! (the test build took minutes linking ~50 binaries). Each file below is a module of its own;
+//! `cargo nextest` still runs each test in a process of its own.
+
+mod common;
+mod docker;
+
+mod badinput;
+mod bounded;
+mod causes;
+mod classify;
+mod classify_soak;
+mod container;
+mod diagnose;
+mod docs;
+mod figures;
+mod first_contact;
+mod first_contact_errors;
+mod goaway;
+mod gpu;
+mod growth;
+mod h1_diff;
+mod harness;
+mod html_structure;
+mod layout;
+mod load;
+mod mcp;
+mod meaning;
+mod merge;
+mod observe;
+mod observed_report;
+mod ok_timers;
+mod open;
+mod proxy;
+mod proxy_more;
+mod proxy_restart;
+mod reap;
+mod reaper;
+mod record;
+mod relay_bounds;
+mod reliability;
+mod replay;
+mod report_last;
+mod resolve;
+mod rmcp_client;
+mod secrets;
+mod soak;
+mod structured_logs;
+mod supervise;
+mod tcp_timers;
+mod tls;
+mod tree;
+mod views;
+mod wrap;
