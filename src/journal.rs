@@ -539,6 +539,26 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timer_s: Option<f64>,
     },
+    /// A line of the server's output that matched no watch pattern, kept (a bounded number per
+    /// stream, [`crate::server::logs::OUTPUT_KEPT`]) so that a failure or an exit can quote what the
+    /// server said at its instant: the last line before an exit, an error logged as a request failed.
+    /// Only quoted, never shown as a lifecycle event of its own.
+    Output {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+        stream: Stream,
+        line: String,
+    },
+    /// The process holding the server's listening socket, first seen holding it: the server is what
+    /// serves (a shell loop, `timeout` or a process manager above it are its supervisors). A new one
+    /// is a restart of the server even when witness's own child lives on.
+    Listening {
+        pid: u32,
+        start_time: u64,
+        port: u16,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        command: Vec<String>,
+    },
     /// witness sent a signal to the server's process group.
     SignalSent {
         pid: u32,
@@ -974,7 +994,10 @@ impl Event {
     pub fn is_retained(&self) -> bool {
         !matches!(
             self,
-            Event::Interval { .. } | Event::Invariant { .. } | Event::Health { .. }
+            Event::Interval { .. }
+                | Event::Invariant { .. }
+                | Event::Health { .. }
+                | Event::Output { .. }
         )
     }
     pub fn kind(&self) -> &'static str {
@@ -982,6 +1005,8 @@ impl Event {
             Event::Spawn { .. } => "spawn",
             Event::Exit { .. } => "exit",
             Event::Log { .. } => "log",
+            Event::Output { .. } => "output",
+            Event::Listening { .. } => "listening",
             Event::SignalSent { .. } => "signal_sent",
             Event::Restart { .. } => "restart",
             Event::Leak { .. } => "leak",
@@ -1056,7 +1081,8 @@ struct Inner {
     /// Lifecycle events kept in memory too (few, and producers ask about them while running).
     lifecycle: Mutex<Vec<Record>>,
     /// The last lines of each server output stream, matched or not: what a start-up failure shows.
-    tails: Mutex<Vec<(Stream, Vec<u8>)>>,
+    /// Per stream: its last bytes, and when (the run's clock) it was last written.
+    tails: Mutex<Vec<(Stream, Vec<u8>, f64)>>,
     clock: RunClock,
     path: PathBuf,
     /// Secret values as they would appear inside a JSON string: every line is scrubbed of them
@@ -1163,14 +1189,16 @@ impl Journal {
     /// asked): a line whose newline comes in a later read is whole again, and a flood costs a
     /// bounded copy per read.
     pub fn keep_tail(&self, stream: Stream, bytes: &[u8]) {
+        let now = self.now_s();
         let mut t = self.inner.tails.lock().unwrap_or_else(|e| e.into_inner());
-        let i = match t.iter().position(|(s, _)| *s == stream) {
+        let i = match t.iter().position(|(s, _, _)| *s == stream) {
             Some(i) => i,
             None => {
-                t.push((stream, Vec::new()));
+                t.push((stream, Vec::new(), now));
                 t.len() - 1
             }
         };
+        t[i].2 = now;
         let v = &mut t[i].1;
         v.extend_from_slice(&bytes[bytes.len().saturating_sub(Self::TAIL_BYTES)..]);
         if v.len() > Self::TAIL_BYTES {
@@ -1183,7 +1211,7 @@ impl Journal {
     pub fn tail(&self) -> Vec<(Stream, Vec<String>)> {
         let t = self.inner.tails.lock().unwrap_or_else(|e| e.into_inner());
         t.iter()
-            .map(|(s, raw)| {
+            .map(|(s, raw, _)| {
                 let text = String::from_utf8_lossy(raw);
                 let mut lines: Vec<String> = text
                     .rsplit('\n')
@@ -1200,6 +1228,28 @@ impl Journal {
                 (*s, lines)
             })
             .collect()
+    }
+
+    /// The last line the server wrote since `since_s` (the run's clock), stderr first, a JSON-RPC
+    /// message never: its last words before an exit, masked of the run's secrets.
+    pub fn last_line_since(&self, since_s: f64) -> Option<(Stream, String)> {
+        let fresh: Vec<Stream> = {
+            let t = self.inner.tails.lock().unwrap_or_else(|e| e.into_inner());
+            t.iter()
+                .filter(|(_, raw, at)| *at >= since_s && !raw.is_empty())
+                .map(|(s, _, _)| *s)
+                .collect()
+        };
+        let tails = self.tail();
+        [Stream::Stderr, Stream::Stdout]
+            .into_iter()
+            .filter(|s| fresh.contains(s))
+            .find_map(|s| {
+                let (_, lines) = tails.iter().find(|(t, _)| *t == s)?;
+                let last = lines.last()?;
+                let jsonrpc = last.trim_start().starts_with('{') && last.contains("\"jsonrpc\"");
+                (!jsonrpc).then(|| (s, crate::secrets::scrub(last).into_owned()))
+            })
     }
 
     pub fn path(&self) -> &Path {

@@ -13,6 +13,7 @@ mod classify_soak;
 mod container;
 mod diagnose;
 mod docs;
+mod evidence;
 mod figures;
 mod first_contact;
 mod first_contact_errors;

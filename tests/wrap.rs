@@ -95,7 +95,12 @@ fn death_by_sigalrm_is_named_and_exits_142() {
         "no log line was printed"
     );
     assert_eq!(report["suspicions"][0]["timer_s"], 2.0);
-    assert_eq!(report["suspicions"][0]["timer_source"], "round");
+    assert_eq!(report["suspicions"][0]["timer_source"], "evidence");
+    let d = report["suspicions"][0]["detail"].as_str().unwrap();
+    assert!(
+        d.contains("killed by SIGALRM: a timer of its own expired"),
+        "{d}"
+    );
 }
 
 #[test]

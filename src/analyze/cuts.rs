@@ -466,13 +466,12 @@ mod tests {
             (30.0, exit(7, 137, 30.0, false)),
             (30.1, end()),
         ]));
-        assert_eq!(a.suspicions.len(), 2, "{:#?}", a.suspicions);
-        let exit = &a
+        // An exit 137 at 30.0 s says nothing of a timer: a round age alone is no evidence.
+        assert_eq!(a.suspicions.len(), 1, "{:#?}", a.suspicions);
+        assert!(a
             .suspicions
             .iter()
-            .find(|s| s.subject == Subject::ProcessExit)
-            .unwrap();
-        assert!(!exit.detail.contains("it cut"), "{}", exit.detail);
+            .all(|s| s.subject != Subject::ProcessExit));
         let req = &a
             .suspicions
             .iter()

@@ -124,7 +124,20 @@ enum What {
         pid: Option<u32>,
         /// A timeout, watchdog or kill line: the likeliest cause, told first.
         cause: bool,
+        /// A line no pattern matched, kept for its instant: told only at a failure's own instant.
+        instant: bool,
     },
+}
+
+/// How close to a failure's end a line no pattern matched must be written to be what the server
+/// said as it failed: a few milliseconds before it (the server writes, then answers), and up to
+/// [`EXIT_NOTICED_S`] after it, as witness reads the server's pipe on a thread of its own, which a
+/// busy machine schedules late (a line written before the answer was read 0.3 s after it).
+pub const SAID_BEFORE_S: f64 = 0.05;
+
+/// Whether a line read at `t` was written at the instant of a failure that ended at `end`.
+pub fn said_at(t: f64, end: f64) -> bool {
+    t >= end - SAID_BEFORE_S && t <= end + EXIT_NOTICED_S
 }
 
 /// The run's worker exits and matched log lines, read once and asked per failed request.
@@ -186,6 +199,13 @@ impl Happenings {
                         pid: pid_named(line),
                         text: short_line(line),
                         cause: CAUSE_LABELS.contains(&label.as_str()),
+                        instant: false,
+                    },
+                    Event::Output { line, .. } => What::Line {
+                        pid: pid_named(line),
+                        text: short_line(line),
+                        cause: false,
+                        instant: true,
                     },
                     _ => return None,
                 };
@@ -227,13 +247,22 @@ impl Happenings {
         let inside: Vec<&(f64, What)> = self
             .items
             .iter()
-            .filter(|(t, _)| *t >= start - 0.001 && *t <= end + RESOLUTION_S)
+            .filter(|(t, w)| {
+                let after = match w {
+                    What::Line { instant: true, .. } => EXIT_NOTICED_S,
+                    _ => RESOLUTION_S,
+                };
+                *t >= start - 0.001 && *t <= end + after
+            })
             .collect();
         let mut lines: Vec<&(f64, What)> = inside
             .iter()
             .copied()
-            .filter(|(_, w)| match w {
-                What::Line { text, .. } => !told.iter().any(|l| l.trim() == text.as_str()),
+            .filter(|(t, w)| match w {
+                What::Line { text, instant, .. } => {
+                    !told.iter().any(|l| l.trim() == text.as_str())
+                        && (!instant || said_at(*t, end))
+                }
                 _ => false,
             })
             .collect();
@@ -242,6 +271,16 @@ impl Happenings {
             cause(&b.1)
                 .cmp(&cause(&a.1))
                 .then((a.0 - end).abs().total_cmp(&(b.0 - end).abs()))
+        });
+        // One line said over and over (each of a burst of failures logs it) is told once, nearest.
+        let mut texts: Vec<&str> = Vec::new();
+        lines.retain(|(_, w)| match w {
+            What::Line { text, .. } if texts.contains(&text.as_str()) => false,
+            What::Line { text, .. } => {
+                texts.push(text);
+                true
+            }
+            _ => true,
         });
         lines.truncate(MOST_LINES);
         let mut out: Vec<String> = Vec::new();
@@ -269,13 +308,16 @@ impl Happenings {
                         format!("{who} pid {pid} ({cmd}) died: {how} (source: {source}) {when}")
                     }
                 }
-                What::Line { text, pid, .. } => {
+                What::Line {
+                    text, pid, instant, ..
+                } => {
                     if !lines.iter().any(|l| std::ptr::eq(*l, *item)) {
                         continue;
                     }
-                    match pid {
-                        Some(p) => format!("log line '{text}' naming pid {p} {when}"),
-                        None => format!("log line '{text}' {when}"),
+                    match (instant, pid) {
+                        (true, _) => format!("the server said '{text}' {when}"),
+                        (false, Some(p)) => format!("log line '{text}' naming pid {p} {when}"),
+                        (false, None) => format!("log line '{text}' {when}"),
                     }
                 }
             };

@@ -4,6 +4,7 @@
 pub mod answers;
 pub mod classify;
 pub mod cuts;
+pub mod evidence;
 pub mod gpu;
 pub mod inflight;
 pub mod merged;
@@ -25,7 +26,7 @@ pub mod verdict;
 use serde::Serialize;
 
 use crate::journal::{secs, Event, Record, Replay, Settings};
-use timers::{timer_at, tolerance, TimerSource};
+use timers::TimerSource;
 
 /// What a suspicion found: a closed set, so a new one is added here once (serialised as the
 /// snake_case names the JSON report has always carried).
@@ -124,6 +125,19 @@ pub struct ProcessLife {
     pub signal: Option<String>,
     /// Log lines of this process that matched a pattern.
     pub log_lines: Vec<LogLine>,
+    /// Its command line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// A process of the server's tree, not witness's own child: the one that held the listening
+    /// socket under a shell loop, `timeout` or a process manager. Its parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ppid: Option<u32>,
+    /// It held the server's listening socket: it served.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub listened: bool,
+    /// The last line it wrote before it exited, matched by a pattern or not: its last words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_line: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -253,7 +267,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     for w in read.skipped.iter().chain(&read.warnings) {
         notes.push((end_s, "warning".into(), format!("{READING}{w}")));
     }
-    let mut suspicions = exit_suspicions(&processes, &settings);
+    let mut suspicions = evidence::exit_claims(recs, &processes, &settings);
     let named: Vec<(f64, TimerSource)> = settings
         .timers_s
         .iter()
@@ -471,6 +485,18 @@ fn lifecycle_json(recs: &[Record]) -> Vec<serde_json::Value> {
             let mut v = serde_json::to_value(r).ok()?;
             if let Some(o) = v.as_object_mut() {
                 o.entry("pid").or_insert(serde_json::Value::Null);
+                // An exit's last words, as the timeline says them.
+                if let Event::Exit {
+                    pid,
+                    age_s,
+                    requested: false,
+                    ..
+                } = &r.event
+                {
+                    if let Some(l) = timeline::last_line(recs, *pid, r.t_s - age_s, r.t_s) {
+                        o.insert("last_line".into(), l.into());
+                    }
+                }
                 // A command's helpers in the words the terminal and the HTML use.
                 if let Event::Helpers {
                     command,
@@ -499,10 +525,26 @@ fn lifecycle_json(recs: &[Record]) -> Vec<serde_json::Value> {
 /// Pairs spawns with exits by pid, in order.
 pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
     let mut lives: Vec<ProcessLife> = Vec::new();
+    // The processes seen holding the server's listening socket.
+    let listening: Vec<u32> = recs
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Listening { pid, .. } => Some(*pid),
+            _ => None,
+        })
+        .collect();
+    // When witness began to stop the server (its own signal): exits after it were asked for.
+    let end_t = recs.iter().find_map(|r| match &r.event {
+        Event::SignalSent { .. } => Some(r.t_s),
+        _ => None,
+    });
     for r in recs {
         match &r.event {
             Event::Spawn {
-                pid, start_time, ..
+                pid,
+                start_time,
+                command,
+                ..
             } => lives.push(ProcessLife {
                 pid: *pid,
                 start_time: *start_time,
@@ -515,7 +557,68 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                 oom_killed: false,
                 signal: None,
                 log_lines: Vec::new(),
+                command: command.clone(),
+                ppid: None,
+                listened: listening.contains(pid),
+                last_line: None,
             }),
+            // A process of the tree that served (under a shell loop or `timeout`): a life of the
+            // server's like the root's.
+            Event::WorkerStart {
+                pid,
+                ppid,
+                start_time,
+                command,
+            } if listening.contains(pid) && !lives.iter().any(|l| l.pid == *pid) => {
+                lives.push(ProcessLife {
+                    pid: *pid,
+                    start_time: *start_time,
+                    spawn_t_s: r.t_s,
+                    exit_t_s: None,
+                    age_s: None,
+                    status: None,
+                    meaning: None,
+                    requested: false,
+                    oom_killed: false,
+                    signal: None,
+                    log_lines: Vec::new(),
+                    command: command.clone(),
+                    ppid: Some(*ppid),
+                    listened: true,
+                    last_line: None,
+                })
+            }
+            Event::WorkerExit {
+                pid,
+                age_s,
+                code,
+                signal,
+                how,
+                ..
+            } => {
+                if let Some(l) = lives
+                    .iter_mut()
+                    .rev()
+                    .find(|l| l.pid == *pid && l.ppid.is_some() && l.exit_t_s.is_none())
+                {
+                    let status = match (code, signal) {
+                        (Some(c), _) => *c,
+                        (None, Some(s)) => {
+                            128 + s
+                                .parse::<nix::sys::signal::Signal>()
+                                .map_or(0, |g| g as i32)
+                        }
+                        _ => -1,
+                    };
+                    l.exit_t_s = Some(r.t_s);
+                    l.age_s = Some(*age_s);
+                    l.status = Some(status);
+                    l.meaning = Some(how.clone());
+                    // witness's own stop of the tree at the end is asked for; before it, not.
+                    l.requested = end_t.is_some_and(|e| r.t_s >= e);
+                    l.signal = signal.clone();
+                }
+            }
             Event::Exit {
                 pid,
                 age_s,
@@ -560,6 +663,11 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
             _ => {}
         }
     }
+    for l in lives.iter_mut() {
+        if let (Some(x), Some(age), false) = (l.exit_t_s, l.age_s, l.requested) {
+            l.last_line = timeline::last_line(recs, l.pid, x - age, x);
+        }
+    }
     lives
 }
 
@@ -576,114 +684,6 @@ pub fn named_timers(recs: &[Record], pid: u32) -> Vec<(f64, TimerSource)> {
             _ => None,
         })
         .collect()
-}
-
-fn exit_suspicions(lives: &[ProcessLife], settings: &Settings) -> Vec<Suspicion> {
-    let mut out = Vec::new();
-    for l in lives {
-        let (Some(age), Some(t)) = (l.age_s, l.exit_t_s) else {
-            continue;
-        };
-        // Asked for, or the kernel's OOM killer by the engine's word: a known cause, not a timer.
-        if l.requested || l.oom_killed {
-            continue;
-        }
-        let mut named: Vec<(f64, TimerSource)> = settings
-            .timers_s
-            .iter()
-            .map(|&t| (t, TimerSource::Flag))
-            .collect();
-        named.extend(
-            l.log_lines
-                .iter()
-                .filter_map(|g| Some((g.timer_s?, TimerSource::LogLine(g.line.clone())))),
-        );
-        // A clean exit is the program's own decision: only a timer someone named makes it suspect.
-        let at = timer_at(age, &named)
-            .filter(|(_, src)| l.status != Some(0) || *src != TimerSource::Round);
-        // A timer armed later than the process start (after a slow import, at the first
-        // request): the age overshoots it, but a line naming it came just before the failed exit.
-        // That named timer says more than a round number the age happens to sit at.
-        let late = l
-            .log_lines
-            .iter()
-            .rev()
-            .filter(|g| g.t_s >= t - 2.0 && g.t_s <= t + 0.5)
-            .find_map(|g| Some((g.timer_s?, g.line.clone())))
-            .filter(|(timer, _)| *timer < age - tolerance(*timer))
-            .filter(|_| l.status != Some(0));
-        let at = at.filter(|(_, src)| *src != TimerSource::Round || late.is_none());
-        // Exit 124 says a timer fired (coreutils `timeout`, many watchdogs): with nothing else
-        // named, the process's age is that timer, round or not.
-        let fired = (l.status == Some(124) && l.signal.is_none())
-            // A timer fires on time or late, and is armed once the process has started: its age
-            // is the timer or a little more.
-            .then(|| ((age * 10.0).floor() / 10.0, TimerSource::Exit124));
-        if let (None, None, Some((timer, source))) = (&at, &late, fired) {
-            out.push(Suspicion {
-                armed_s: None,
-                kind: SuspicionKind::RoundTimer,
-                subject: Subject::ProcessExit,
-                seconds: age,
-                timer_s: timer,
-                t_s: t,
-                pid: Some(l.pid),
-                group: None,
-                detail: format!(
-                    "pid {} exited 124 at age {:.2} s — at {}: a timer armed at process start? (its age is the timer, round or not)",
-                    l.pid,
-                    age,
-                    source.describe(timer),
-                ),
-                timer_source: source,
-            });
-        } else if let Some((timer, source)) = at {
-            out.push(Suspicion {
-                armed_s: None,
-                kind: SuspicionKind::RoundTimer,
-                subject: Subject::ProcessExit,
-                seconds: age,
-                timer_s: timer,
-                t_s: t,
-                pid: Some(l.pid),
-                group: None,
-                detail: format!(
-                    "pid {} exited at age {:.2} s — at {}: a timer armed at process start? (age and timer differ by {:.2} s)",
-                    l.pid,
-                    age,
-                    source.describe(timer),
-                    (age - timer).abs()
-                ),
-                timer_source: source,
-            });
-        } else {
-            if let Some((timer, line)) = late {
-                let source = TimerSource::LogLine(line);
-                // The one figure the words and the drawing of its deadline share.
-                let armed = age - timer;
-                out.push(Suspicion {
-                    armed_s: Some(armed),
-                    kind: SuspicionKind::RoundTimer,
-                    subject: Subject::ProcessExit,
-                    seconds: age,
-                    timer_s: timer,
-                    t_s: t,
-                    pid: Some(l.pid),
-                    group: None,
-                    detail: format!(
-                        "pid {} exited at age {:.2} s right after naming {}: the process age and the timer differ by {:.2} s, so the timer was armed about {:.2} s after the process started",
-                        l.pid,
-                        age,
-                        source.describe(timer),
-                        armed,
-                        armed
-                    ),
-                    timer_source: source,
-                });
-            }
-        }
-    }
-    out
 }
 
 /// "3.00 s" style for ages in the words of findings.
@@ -843,13 +843,13 @@ pub(crate) mod tests {
         let a = analyze(&loaded(vec![(0.0, spawn(7)), (1.01, oom), (1.1, end())]));
         assert!(a.suspicions.is_empty(), "{:?}", a.suspicions);
         assert!(a.processes[0].oom_killed);
-        // The same age without the engine's word is still at the 1 s timer.
+        // The same age without the engine's word: an age near a round number is no evidence.
         let a = analyze(&loaded(vec![
             (0.0, spawn(7)),
             (1.01, exit(7, 137, 1.01, false)),
             (1.1, end()),
         ]));
-        assert_eq!(a.suspicions.len(), 1);
+        assert!(a.suspicions.is_empty(), "{:?}", a.suspicions);
     }
 
     #[test]

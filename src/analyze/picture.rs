@@ -1292,7 +1292,7 @@ mod tests {
         let s = &a.suspicions[0];
         assert!(
             s.detail
-                .contains("so the timer was armed about 0.68 s after the process started"),
+                .contains("armed about 0.68 s after the process started"),
             "{}",
             s.detail
         );

@@ -221,10 +221,19 @@ fn suspicion(recs: &[Record], at: &[Failed], timer: Option<(f64, TimerSource)>) 
         (None, Some(l)) => (mid, TimerSource::LogLine(l.clone())),
         (None, None) => (mid, TimerSource::Cluster),
     };
-    let mut detail = format!(
-        "{} failed requests all gave up at {range}: a timer that starts with each request (a proxy or worker timeout?)",
-        at.len()
-    );
+    // The server's own words at their instants say more than a guess at whose timer it is.
+    let said = said_at(recs, at).filter(|_| line.is_none());
+    let mut detail = match &said {
+        Some((l, n)) => format!(
+            "{} failed requests all gave up at {range}: a timer that starts with each request; the server said '{l}' as {} of them failed",
+            at.len(),
+            if *n == at.len() { "each".to_string() } else { n.to_string() }
+        ),
+        None => format!(
+            "{} failed requests all gave up at {range}: a timer that starts with each request (a proxy or worker timeout?)",
+            at.len()
+        ),
+    };
     if let Some((t, s)) = &timer {
         detail.push_str(&format!(" — at {}", s.describe(*t)));
     }
@@ -245,6 +254,36 @@ fn suspicion(recs: &[Record], at: &[Failed], timer: Option<(f64, TimerSource)>) 
         group: None,
         detail,
     }
+}
+
+/// The line the server wrote at the most of these failures' instants
+/// ([`super::inflight::said_at`]), matched by a pattern or not, when it was written
+/// at half of them or more: what the server said as they failed. With how many it was written at.
+fn said_at(recs: &[Record], at: &[Failed]) -> Option<(String, usize)> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for f in at {
+        let mut here: Vec<String> = recs
+            .iter()
+            .filter(|r| super::inflight::said_at(r.t_s, f.end_s))
+            .filter_map(|r| match &r.event {
+                Event::Log { line, .. } | Event::Output { line, .. } => {
+                    Some(super::inflight::short_line(line))
+                }
+                _ => None,
+            })
+            .collect();
+        here.dedup();
+        for l in here {
+            match counts.iter_mut().find(|(c, _)| *c == l) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((l, 1)),
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .filter(|(_, n)| 2 * n >= at.len())
 }
 
 /// A line saying a timeout fired: when, the line, the duration it names.

@@ -18,6 +18,24 @@ pub struct Entry {
     pub severity: String,
 }
 
+/// The last line process `pid` wrote in its life (`from`..`to`, and the moment after as pipes are
+/// read late), matched by a pattern or not: its last words.
+pub fn last_line(recs: &[Record], pid: u32, from: f64, to: f64) -> Option<String> {
+    recs.iter()
+        .filter(|r| r.t_s >= from - 0.001 && r.t_s <= to + 0.25)
+        .filter_map(|r| match &r.event {
+            Event::Log {
+                pid: Some(p), line, ..
+            }
+            | Event::Output {
+                pid: Some(p), line, ..
+            } if *p == pid => Some(line),
+            _ => None,
+        })
+        .next_back()
+        .map(|l| super::inflight::short_line(l))
+}
+
 pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
     let mcp = super::mcp_pings(recs);
     let age_of = |pid: u32, t: f64| {
@@ -49,6 +67,9 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
         Some(s) => crate::journal::speed_words(*s),
         None => crate::journal::level_name(*n, rates.get(index).copied()),
     };
+    let refused = recs
+        .iter()
+        .any(|r| matches!(r.event, Event::Ready { ok: false, .. }));
     let mut out = Vec::new();
     for r in recs {
         let t = r.t_s;
@@ -96,12 +117,17 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
             } => (
                 Some(*pid),
                 format!(
-                    "{meaning} after {}{}",
+                    "{meaning} after {}{}{}",
                     secs(*age_s),
                     if *requested {
                         " (witness asked it to stop)"
                     } else {
                         ""
+                    },
+                    match last_line(recs, *pid, t - age_s, t) {
+                        // A start-up failure's refusal quotes it already: said once.
+                        Some(l) if !*requested && !refused => format!(": its last line '{l}'"),
+                        _ => String::new(),
                     }
                 ),
                 if *requested { "info" } else { "bad" },

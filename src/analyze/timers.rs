@@ -33,6 +33,8 @@ pub enum TimerSource {
     Cluster,
     /// One of TCP's own timers, by name ("initial SYN retransmission timeout", "delayed ACK").
     Tcp(String),
+    /// Nobody named its value: what the run saw (a status, the same duration twice) shows it.
+    Evidence,
     /// The process exited 124, the status that says a timer fired (coreutils `timeout`, many
     /// watchdogs): its age is the timer.
     Exit124,
@@ -50,6 +52,7 @@ impl TimerSource {
             TimerSource::Cluster => format!("a {t} timer nobody named"),
             TimerSource::Tcp(name) => format!("TCP's {t} {name}"),
             TimerSource::Exit124 => format!("the ~{t} timer its exit 124 says fired"),
+            TimerSource::Evidence => format!("a {t} timer the run's evidence shows"),
         }
     }
 }

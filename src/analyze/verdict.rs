@@ -2295,8 +2295,9 @@ mod tests {
         let s = &a.suspicions[0];
         assert_eq!((s.subject, s.timer_s), (Subject::ProcessExit, 90.0));
         assert!(
-            s.detail
-                .starts_with("pid 7 exited at age 90.00 s — at the round-number 90s timer"),
+            s.detail.starts_with(
+                "pid 7 exited 124 at age 90.00 s — at the ~90s timer its exit 124 says fired"
+            ),
             "{}",
             s.detail
         );

@@ -82,6 +82,104 @@ pub const NEEDLES: &[&str] = &[
     "shutting down",
 ];
 
+/// Lines of output that match no pattern, kept per stream in all: what a failure or an exit quotes
+/// as the server's words at its instant ([`Event::Output`]). A server that writes a line per request
+/// spends its budget at once; the journal and memory stay bounded whatever it writes.
+pub const OUTPUT_KEPT: u64 = 2000;
+
+/// How unmatched lines are let through: only lines in an error's words ("error", "failed",
+/// "exception" …), a burst, then a few a second, at most [`OUTPUT_KEPT`] in all. A server's everyday
+/// lines (an access log) are not journalled: the journal and the analysis's context stay the same size
+/// whatever the request count; an exit's own last line is kept apart, from the output's tail.
+#[derive(Debug)]
+struct OutputBudget {
+    errors: Bucket,
+    kept: u64,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    burst: f64,
+    per_s: f64,
+    at: std::time::Instant,
+}
+
+impl Bucket {
+    fn new(burst: f64, per_s: f64) -> Self {
+        Self {
+            tokens: burst,
+            burst,
+            per_s,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    fn refill(&mut self) {
+        let now = std::time::Instant::now();
+        let dt = now.duration_since(self.at).as_secs_f64();
+        self.at = now;
+        self.tokens = (self.tokens + dt * self.per_s).min(self.burst);
+    }
+
+    fn any(&mut self) -> bool {
+        self.refill();
+        self.tokens >= 1.0
+    }
+
+    fn take(&mut self) -> bool {
+        self.refill();
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl OutputBudget {
+    fn new() -> Self {
+        Self {
+            errors: Bucket::new(100.0, 10.0),
+            kept: 0,
+        }
+    }
+
+    /// Whether any line of the next read may be kept at all (the cheap check before splitting).
+    fn open(&mut self) -> bool {
+        self.kept < OUTPUT_KEPT && self.errors.any()
+    }
+
+    fn take(&mut self, line: &[u8]) -> bool {
+        if self.kept >= OUTPUT_KEPT || !says_error(line) {
+            return false;
+        }
+        let ok = self.errors.take();
+        self.kept += ok as u64;
+        ok
+    }
+}
+
+/// A line in an error's words: what a failure's instant most likely quotes.
+fn says_error(line: &[u8]) -> bool {
+    static WORDS: std::sync::LazyLock<aho_corasick::AhoCorasick> = std::sync::LazyLock::new(|| {
+        aho_corasick::AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build([
+                "error",
+                "fail",
+                "exception",
+                "critical",
+                "fatal",
+                "refused",
+                "denied",
+            ])
+            .expect("plain words")
+    });
+    WORDS.is_match(line)
+}
+
 /// Compiled watch patterns.
 #[derive(Debug)]
 pub struct Patterns {
@@ -500,6 +598,8 @@ pub struct LineSink {
     /// The stream carries JSON-RPC (wrap's stdio relay): its messages are the protocol, never log
     /// lines, whatever words a tool's answer holds.
     skip_jsonrpc: bool,
+    /// Lines that match no pattern, kept while the budget lasts ([`Event::Output`]).
+    output: OutputBudget,
 }
 
 impl LineSink {
@@ -538,6 +638,7 @@ impl LineSink {
                 .map(|s| s.as_bytes().to_vec())
                 .collect(),
             skip_jsonrpc: false,
+            output: OutputBudget::new(),
         }
     }
 
@@ -564,7 +665,64 @@ impl LineSink {
             }
         }
         self.keep_tail(chunk);
+        self.keep_output(chunk);
         self.read_lines(chunk);
+    }
+
+    /// Keeps the whole lines of `chunk` that no pattern matches, while the budget lasts: the
+    /// server's own words, for a failure or an exit at their instant to quote. A line carried over
+    /// from the last read, code quoted in a traceback, and JSON-RPC messages are not kept.
+    fn keep_output(&mut self, chunk: &[u8]) {
+        // One search of the whole read first: most reads hold no error's words at all.
+        if !self.output.open() || !says_error(chunk) {
+            return;
+        }
+        let mut rest = match memchr::memchr(b'\n', chunk) {
+            // The first line began in an earlier read (or is one): only lines whole in this read.
+            Some(i) if self.lines.open() => &chunk[i + 1..],
+            Some(_) => chunk,
+            None => return,
+        };
+        while let Some(end) = memchr::memchr(b'\n', rest) {
+            let line = &rest[..end];
+            rest = &rest[end + 1..];
+            self.quiet_line(line);
+            if !self.output.open() {
+                return;
+            }
+        }
+    }
+
+    fn quiet_line(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let text_start = line.iter().position(|c| !c.is_ascii_whitespace());
+        // Blank lines, indented lines (a traceback's frames and code), protocol messages, and
+        // lines in no error's words.
+        if text_start != Some(0)
+            || self.traceback
+            || !says_error(line)
+            || (self.skip_jsonrpc && is_jsonrpc(line))
+        {
+            return;
+        }
+        let text = String::from_utf8_lossy(line);
+        if self.patterns.read(line, &text).is_some() || text.starts_with("Traceback (") {
+            return;
+        }
+        if !self.output.take(line) {
+            return;
+        }
+        let line = if self.secrets.is_empty() {
+            String::from_utf8_lossy(&line[..line.len().min(MAX_LINE)]).into_owned()
+        } else {
+            let (kept, _) = crate::secrets::scrub_and_cut(line, MAX_LINE, &self.secrets);
+            String::from_utf8_lossy(&kept).into_owned()
+        };
+        self.journal.emit(Event::Output {
+            pid: self.pid,
+            stream: self.stream,
+            line,
+        });
     }
 
     /// Looks at the lines of `chunk` that may match, and only those: the line carried over from

@@ -274,6 +274,35 @@ pub fn our_listeners() -> Vec<std::net::SocketAddr> {
     found
 }
 
+/// The process of witness's own tree (the server it started, its descendants, the daemons it
+/// adopted) holding the listening socket on `port`: the oldest holder, as a pre-fork server's workers
+/// share their parent's socket. Only witness's descendants' descriptors are read, so a look costs
+/// the size of the server's tree, not of the machine's.
+pub fn our_listener(port: u16) -> Option<Identity> {
+    let inodes: Vec<u64> = listening()
+        .ok()?
+        .into_iter()
+        .filter(|(_, a)| a.port() == port)
+        .map(|(inode, _)| inode)
+        .collect();
+    if inodes.is_empty() {
+        return None;
+    }
+    crate::sample::kin::below(&[std::process::id()])
+        .into_iter()
+        .filter(|pid| {
+            procfs::process::Process::new(*pid as i32)
+                .and_then(|p| p.fd())
+                .is_ok_and(|fds| {
+                    fds.flatten().any(|fd| {
+                        matches!(fd.target, procfs::process::FDTarget::Socket(i) if inodes.contains(&i))
+                    })
+                })
+        })
+        .filter_map(identity_of)
+        .min_by_key(|id| (id.start_time, id.pid))
+}
+
 /// Every listening TCP socket (IPv4 and IPv6) by its inode: asked of the kernel by its state
 /// (sock_diag), else read from /proc/net/tcp{,6}; an error only when neither table could be read
 /// (not "nothing listens").

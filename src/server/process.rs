@@ -135,6 +135,52 @@ pub struct Supervisor {
     ctl: mpsc::UnboundedSender<Control>,
     state: watch::Receiver<State>,
     task: tokio::task::JoinHandle<anyhow::Result<i32>>,
+    /// The port the server serves, when known: its identity is the process listening there.
+    port: Option<u16>,
+    /// Journals each new process seen holding the listening socket; ends with the supervisor.
+    listening: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// How often the supervisor looks at who holds the server's listening socket: a look is one
+/// liveness check of the known listener, and a read of the tree's descriptors only once it is gone.
+const LISTEN_POLL: Duration = Duration::from_millis(50);
+
+/// Journals [`Event::Listening`] each time a new process of witness's tree holds the listening
+/// socket on `port`: the server is what serves, whatever supervises it.
+fn watch_listener(port: u16, journal: Journal) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut known: Option<Identity> = None;
+        loop {
+            // Until someone listens, look often: when the server began listening is the start a
+            // timer armed then counts from.
+            tokio::time::sleep(if known.is_some() {
+                LISTEN_POLL
+            } else {
+                LISTEN_POLL / 5
+            })
+            .await;
+            let k = known.clone();
+            let seen = tokio::task::spawn_blocking(move || match k {
+                Some(k) if super::identity_of(k.pid).as_ref() == Some(&k) => Some(Some(k)),
+                _ => super::our_listener(port).map(Some),
+            })
+            .await
+            .ok()
+            .flatten();
+            let Some(Some(now)) = seen else {
+                continue;
+            };
+            if known.as_ref() != Some(&now) {
+                journal.emit(Event::Listening {
+                    pid: now.pid,
+                    start_time: now.start_time,
+                    port,
+                    command: tree::command_of(now.pid),
+                });
+                known = Some(now);
+            }
+        }
+    })
 }
 
 pub use crate::error::SpawnError;
@@ -153,12 +199,20 @@ impl Supervisor {
             }
         };
         state_tx.send_replace(State::Running(first.identity.clone()));
+        let port = cfg.port;
+        let listening = port.map(|p| watch_listener(p, journal.clone()));
         let task = tokio::spawn(async move {
             let r = supervise(cfg, journal.clone(), rx, state_tx, first, &guard).await;
             guard.finish(&journal).await;
             r
         });
-        Ok(Self { ctl, state, task })
+        Ok(Self {
+            ctl,
+            state,
+            task,
+            port,
+            listening,
+        })
     }
 
     pub fn control(&self) -> mpsc::UnboundedSender<Control> {
@@ -169,9 +223,12 @@ impl Supervisor {
         self.state.clone()
     }
 
-    /// The current identity, when a process is running.
+    /// Who the server is now: the process of witness's tree listening on its port (a shell loop or
+    /// `timeout` above it only supervises it), else witness's own child while one runs.
     pub fn identity(&self) -> Option<Identity> {
-        self.state.borrow().identity()
+        let child = self.state.borrow().identity();
+        child.as_ref()?;
+        self.port.and_then(super::our_listener).or(child)
     }
 
     pub fn send(&self, c: Control) {
@@ -180,7 +237,11 @@ impl Supervisor {
 
     /// Waits until the supervisor is done (child gone for good); returns the child's last status.
     pub async fn wait(self) -> anyhow::Result<i32> {
-        self.task.await?
+        let r = self.task.await?;
+        if let Some(l) = self.listening {
+            l.abort();
+        }
+        r
     }
 
     /// Stops the child (TERM, grace, KILL) and waits.
@@ -483,6 +544,19 @@ async fn supervise(
             ),
             None => info.meaning(),
         };
+        // Its last words, whether or not a pattern matched them: an exit that says why it died
+        // (an error line, then exit 1) is that, not a timer.
+        let spawn_t = exit_t - age.as_secs_f64();
+        if let Some((stream, line)) = journal.last_line_since(spawn_t) {
+            journal.emit_at(
+                exit_t,
+                Event::Output {
+                    pid: Some(run.pid),
+                    stream,
+                    line,
+                },
+            );
+        }
         journal.emit_at(
             exit_t,
             Event::Exit {
