@@ -507,6 +507,8 @@ fn kill_9_during_a_load_loses_at_most_the_last_flush_interval_of_requests() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // A failed wait below must not leave witness and its server running.
+    let _guard = KillTree::new(child.id() as i32);
     // Wait on the server's own count, not on the journal: the kill must not be timed by a flush.
     let stats = || -> Option<serde_json::Value> {
         use std::io::{Read, Write};

@@ -32,6 +32,7 @@ mod observe;
 mod observed_report;
 mod ok_timers;
 mod open;
+mod pillars;
 mod proxy;
 mod proxy_more;
 mod proxy_restart;

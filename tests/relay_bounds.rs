@@ -104,6 +104,10 @@ fn read_checked(r: &mut impl Read, n: usize, chunk: usize, pause_every: usize) -
     (got, same)
 }
 
+/// How long a test may wait on witness before it is killed (with its server) and the test fails:
+/// several times what a relay that loses no byte takes on a busy machine.
+const DEADLINE: Duration = Duration::from_secs(90);
+
 fn finish(child: Child) -> std::process::Output {
     wait_bounded(child, Duration::from_secs(30))
 }
@@ -130,12 +134,19 @@ fn a_client_that_does_not_read_a_flood_holds_witness_back_at_bounded_memory() {
     .spawn()
     .unwrap();
     let pid = child.id();
+    // Bytes lost on the way would leave the read below waiting forever for the rest.
+    let _deadline = kill_after(pid as i32, DEADLINE);
     let stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     // The client reads nothing for a while: the server writes as fast as it is let.
     std::thread::sleep(Duration::from_secs(3));
     let stalled = vm_hwm_kib(pid);
     let (got, in_order) = read_checked(&mut stdout, TOTAL, 1 << 20, 0);
+    assert_eq!(
+        got, TOTAL,
+        "witness passed on {got} of {TOTAL} bytes, then nothing more (bytes lost on the way: the \
+         read waited for the rest until the deadline)"
+    );
     let after = vm_hwm_kib(pid);
     drop(stdin);
     let mut rest = Vec::new();
@@ -195,6 +206,7 @@ fn a_client_with_tiny_non_blocking_pipes_gets_every_byte_in_order_both_ways() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
+    let _deadline = kill_after(child.id() as i32, DEADLINE);
     // The parent's copies go, so EOF is EOF. A writer thread sends the client's bytes (blocking).
     let mut to_witness = std::fs::File::from(in_w);
     let writer = std::thread::spawn(move || {
@@ -249,6 +261,7 @@ fn a_client_that_closes_its_end_mid_stream_ends_the_session_without_a_hang() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let _deadline = kill_after(child.id() as i32, DEADLINE);
     let stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     let (got, _) = read_checked(&mut stdout, 4 << 20, 1 << 16, 0);

@@ -227,6 +227,8 @@ fn kill_9_of_witness_takes_the_child_down_and_the_journal_still_parses() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // A failed wait below must not leave witness and its server running.
+    let _guard = KillTree::new(child.id() as i32);
     wait_listening(port);
     // The spawn is a lifecycle event, flushed as it is written; witness writes it a moment after
     // the fork, which a busy machine may stretch past the server's first listen.

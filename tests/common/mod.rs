@@ -350,3 +350,112 @@ pub fn per_worker(args: &[&str]) -> &'static [&'static str] {
         &["--rounds", "1"]
     }
 }
+
+/// A process's start time (clock ticks since boot, /proc/PID/stat field 22), which tells it from a
+/// later process given the same pid.
+fn start_ticks(pid: i32) -> Option<u64> {
+    let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    st.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// The pids of `pid`'s descendants, read from /proc now.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| {
+            let st = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let ppid = st
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// SIGKILL to a process the test started and to every descendant it has now, if it is still that
+/// process (same start time).
+fn kill_tree_if(pid: i32, started: Option<u64>) {
+    if started.is_none() || start_ticks(pid) != started {
+        return;
+    }
+    let below = descendants(pid);
+    kill(pid, 9);
+    for p in below {
+        kill(p, 9);
+    }
+}
+
+/// Kills a process the test started, and what it started, when the test ends before it did (a failed
+/// assertion or a timed-out wait must not leave `witness` and its server running).
+pub struct KillTree {
+    pid: i32,
+    started: Option<u64>,
+}
+
+impl KillTree {
+    pub fn new(pid: i32) -> Self {
+        KillTree {
+            pid,
+            started: start_ticks(pid),
+        }
+    }
+}
+
+impl Drop for KillTree {
+    fn drop(&mut self) {
+        kill_tree_if(self.pid, self.started);
+    }
+}
+
+/// Kills `pid` and its descendants past `limit` unless dropped first: a test blocked reading from a
+/// process that will never write again (bytes lost on the way) fails within its own deadline,
+/// instead of hanging until the runner stops it.
+pub struct Deadline(Option<std::sync::mpsc::Sender<()>>);
+
+pub fn kill_after(pid: i32, limit: Duration) -> Deadline {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let started = start_ticks(pid);
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "deadline: pid {pid} still running after {limit:?}: killed with what it started"
+            );
+            kill_tree_if(pid, started);
+        }
+    });
+    Deadline(Some(tx))
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        // Dropping the sender ends the wait: nothing is killed.
+        self.0.take();
+    }
+}
