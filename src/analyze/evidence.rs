@@ -27,12 +27,25 @@ fn same(a: f64, b: f64) -> bool {
 
 /// How close a value must be to a round number for roundness to pick it among starts.
 fn near_round(v: f64) -> Option<f64> {
+    near_round_within(v, 0.15)
+}
+
+/// [`near_round`] with a floor of `slack` seconds on the tolerance (an attached listener's end is
+/// seen a poll late, more on a busy machine).
+fn near_round_within(v: f64, slack: f64) -> Option<f64> {
     ROUND_TIMERS
         .iter()
         .copied()
         .chain((3..=9).map(f64::from))
-        .filter(|r| (v - r).abs() <= (r * 0.02).max(0.15))
+        .filter(|r| (v - r).abs() <= (r * 0.02).max(slack))
         .min_by(|a, b| (v - a).abs().total_cmp(&(v - b).abs()))
+}
+
+/// How people set timers: 5, 30 or 90 s before 7 s. Of two starts that both make a value round,
+/// the one that makes it a value people set is the likelier (an alarm(5) armed at first listen
+/// 1.99 s after start reads 6.99 s from the start: 7 s, a coincidence of the start-up's length).
+fn conventional(r: f64) -> bool {
+    ROUND_TIMERS.contains(&r)
 }
 
 /// One process that ended: the server's own lives and the processes of its tree that carry a
@@ -291,9 +304,11 @@ fn value_and_start(e: &Ended, named: &[(f64, TimerSource)]) -> (f64, String, Opt
         .iter()
         .filter_map(|(off, w)| Some((near_round(e.age - off)?, off, w)))
         .min_by(|a, b| {
-            (e.age - a.1 - a.0)
-                .abs()
-                .total_cmp(&(e.age - b.1 - b.0).abs())
+            conventional(b.0).cmp(&conventional(a.0)).then(
+                (e.age - a.1 - a.0)
+                    .abs()
+                    .total_cmp(&(e.age - b.1 - b.0).abs()),
+            )
         });
     match round {
         Some((r, _, w)) => (r, w.clone(), None),
@@ -329,19 +344,21 @@ pub fn exit_claims(recs: &[Record], lives: &[ProcessLife], settings: &Settings) 
             }
         }
     }
-    let mut out = Vec::new();
+    // One unit per ending: a supervisor that fired as the server it ran died is one claim with it,
+    // told of the server.
+    let mut units: Vec<(&Ended, Option<&Ended>)> = Vec::new();
     let mut told: Vec<usize> = Vec::new();
     for (i, e) in all.iter().enumerate() {
         if told.contains(&i) {
             continue;
         }
-        // A supervisor that fired as the server it ran died: one claim, told of the server.
         let partner = all.iter().enumerate().find(|(j, o)| {
             *j != i
+                && !told.contains(j)
                 && (o.exit_t - e.exit_t).abs() <= 0.25
                 && (o.ppid == Some(e.pid) || e.ppid == Some(o.pid))
         });
-        let (e, partner) = match partner {
+        units.push(match partner {
             Some((j, o)) if o.serving && !e.serving => {
                 told.push(j);
                 (o, Some(e))
@@ -351,7 +368,23 @@ pub fn exit_claims(recs: &[Record], lives: &[ProcessLife], settings: &Settings) 
                 (e, Some(o))
             }
             None => (e, None),
-        };
+        });
+    }
+    // The age a unit's timer ran for: the supervisor's when it fired (`timeout` ran exactly its
+    // timer; the server it started began a moment later), else the process's own. And whether its
+    // end can repeat a timer: ended from outside, or with a timer's status.
+    let timed = |(e, p): &(&Ended, Option<&Ended>)| -> (f64, bool) {
+        match p.filter(|p| p.fired(flag_fits(p)).is_some()) {
+            Some(p) => (p.age, true),
+            None => (
+                e.age,
+                e.ended_from_outside() || e.fired(flag_fits(e)).is_some(),
+            ),
+        }
+    };
+    let mut out = Vec::new();
+    for (k, unit) in units.iter().enumerate() {
+        let (e, partner) = (unit.0, unit.1);
         let mut evidence: Vec<String> = Vec::new();
         if let Some(w) = e.fired(flag_fits(e)) {
             evidence.push(w);
@@ -381,17 +414,26 @@ pub fn exit_claims(recs: &[Record], lives: &[ProcessLife], settings: &Settings) 
             continue;
         }
         // The same duration from a common start, in other lives that ended the same way.
-        let repeated: Vec<&Ended> = all
+        let (age, can_repeat) = timed(unit);
+        let repeated: Vec<(&Ended, f64)> = units
             .iter()
-            .filter(|o| o.pid != e.pid && o.age >= MIN_TIMER_S && e.age >= MIN_TIMER_S)
-            .filter(|o| o.ended_from_outside() || o.fired(flag_fits(o)).is_some())
-            .filter(|o| o.serving == e.serving && same(o.age, e.age))
+            .enumerate()
+            .filter(|(j, _)| *j != k)
+            .map(|(_, u)| (u.0, timed(u)))
+            .filter(|(o, (a, repeats))| {
+                *repeats
+                    && *a >= MIN_TIMER_S
+                    && age >= MIN_TIMER_S
+                    && o.serving == e.serving
+                    && same(*a, age)
+            })
+            .map(|(o, (a, _))| (o, a))
             .collect();
-        if !repeated.is_empty() && (e.ended_from_outside() || e.fired(flag_fits(e)).is_some()) {
+        if !repeated.is_empty() && can_repeat {
             let others: Vec<String> = repeated
                 .iter()
                 .take(4)
-                .map(|o| format!("{} at {:.2} s", o.who(), o.age))
+                .map(|(o, a)| format!("{} at {a:.2} s", o.who()))
                 .collect();
             evidence.push(format!(
                 "the same age in {} other {}: {}",
@@ -400,7 +442,16 @@ pub fn exit_claims(recs: &[Record], lives: &[ProcessLife], settings: &Settings) 
                 others.join(", ")
             ));
         }
-        let (value, armed, source) = value_and_start(e, &named);
+        let (mut value, mut armed, source) = value_and_start(e, &named);
+        // Only repeated: the timer is the shortest of the ages (a timer fires on time; its end is
+        // seen late), rounded where a poll's lateness allows.
+        if source.is_none() && evidence.len() == 1 && !repeated.is_empty() {
+            let shortest = repeated.iter().map(|(_, a)| *a).fold(age, f64::min);
+            if let Some(r) = near_round_within(shortest, 0.3) {
+                value = r;
+                armed = "at process start".into();
+            }
+        }
         if let Some(src @ (TimerSource::Flag | TimerSource::CommandLine(_))) = &source {
             evidence.push(format!("its configuration: {}", src.describe(value)));
         }

@@ -238,6 +238,19 @@ impl Happenings {
         n.checked_sub(1).and_then(|i| self.lives[i].1)
     }
 
+    /// The line (matched by no pattern) the server wrote at the instant a failure ended at `end`,
+    /// the nearest, in words: "'ERROR …' as it failed".
+    pub fn said(&self, end: f64) -> Option<String> {
+        self.items
+            .iter()
+            .filter(|(t, w)| matches!(w, What::Line { instant: true, .. }) && said_at(*t, end))
+            .min_by(|a, b| (a.0 - end).abs().total_cmp(&(b.0 - end).abs()))
+            .and_then(|(t, w)| match w {
+                What::Line { text, .. } => Some(format!("'{text}' {}", when(*t, end))),
+                _ => None,
+            })
+    }
+
     /// What happened between `start` and `end` (plus the clock's resolution), in words, oldest first.
     /// Lines already told (the dying server's last words) are left out. Of the log lines, those that
     /// name a cause (a timeout, a kill) and those nearest the end are told. A worker's death or a
@@ -247,21 +260,14 @@ impl Happenings {
         let inside: Vec<&(f64, What)> = self
             .items
             .iter()
-            .filter(|(t, w)| {
-                let after = match w {
-                    What::Line { instant: true, .. } => EXIT_NOTICED_S,
-                    _ => RESOLUTION_S,
-                };
-                *t >= start - 0.001 && *t <= end + after
-            })
+            .filter(|(t, _)| *t >= start - 0.001 && *t <= end + RESOLUTION_S)
             .collect();
         let mut lines: Vec<&(f64, What)> = inside
             .iter()
             .copied()
-            .filter(|(t, w)| match w {
+            .filter(|(_, w)| match w {
                 What::Line { text, instant, .. } => {
-                    !told.iter().any(|l| l.trim() == text.as_str())
-                        && (!instant || said_at(*t, end))
+                    !instant && !told.iter().any(|l| l.trim() == text.as_str())
                 }
                 _ => false,
             })
@@ -308,16 +314,13 @@ impl Happenings {
                         format!("{who} pid {pid} ({cmd}) died: {how} (source: {source}) {when}")
                     }
                 }
-                What::Line {
-                    text, pid, instant, ..
-                } => {
+                What::Line { text, pid, .. } => {
                     if !lines.iter().any(|l| std::ptr::eq(*l, *item)) {
                         continue;
                     }
-                    match (instant, pid) {
-                        (true, _) => format!("the server said '{text}' {when}"),
-                        (false, Some(p)) => format!("log line '{text}' naming pid {p} {when}"),
-                        (false, None) => format!("log line '{text}' {when}"),
+                    match pid {
+                        Some(p) => format!("log line '{text}' naming pid {p} {when}"),
+                        None => format!("log line '{text}' {when}"),
                     }
                 }
             };

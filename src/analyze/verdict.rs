@@ -1418,6 +1418,11 @@ pub fn annotate<'a>(
     detail: Option<&str>,
 ) -> (String, Option<&'a ProcessLife>) {
     let (text, exit) = what_happened(recs, lives, seen, start, end, outcome);
+    // What the server wrote at the failure's instant, in any words: its own account of it.
+    let text = match seen.and_then(|h| h.said(end)) {
+        Some(said) => format!("{text}; the server said {said}"),
+        None => text,
+    };
     // The server's own words come first: what it answered, then what it did meanwhile.
     let text = match (outcome, detail) {
         (

@@ -68,6 +68,7 @@ impl Attach {
             let mut tick = tokio::time::interval(POLL);
             let mut attempt = 0;
             let mut polls = 0u64;
+            let mut alive_t = journal.now_s();
             let mut seen_at: Option<(Identity, f64)> = tx.borrow().clone().map(|id| {
                 let age = age_of(id.start_time).unwrap_or(0.0);
                 (id, journal.now_s() - age)
@@ -96,18 +97,26 @@ impl Attach {
                 }
                 let now = seen.identity();
                 if now.as_ref() == seen_at.as_ref().map(|(i, _)| i) {
+                    alive_t = journal.now_s();
                     continue;
                 }
                 let t = journal.now_s();
+                // It ended between the last look that saw it and this one: the middle of the two,
+                // so its age is off by half a poll either way, not a whole poll late.
+                let ended_t = if seen_at.is_some() {
+                    (alive_t + t) / 2.0
+                } else {
+                    t
+                };
                 if let Some((old, spawned_t)) = seen_at.take() {
                     journal.emit_at(
-                        t,
+                        ended_t,
                         Event::Exit {
                             pid: old.pid,
                             code: None,
                             signal: None,
                             core_dumped: false,
-                            age_s: t - spawned_t,
+                            age_s: ended_t - spawned_t,
                             status: -1,
                             requested: false,
                             meaning: if old.pid == 0 {

@@ -42,6 +42,9 @@ use crate::sample::kin::helper_key;
 pub const POLL: Duration = Duration::from_millis(100);
 /// A child that exits younger than this (and never listened) is a helper.
 pub const HELPER_AGE_S: f64 = 3.0;
+/// A child still running its parent's command line this long after it was forked did not fork to
+/// exec something else: it is a pre-fork worker (fork to exec takes milliseconds).
+const UNEXECED_S: f64 = 0.5;
 /// A command's helpers journalled one by one before the rest are only counted.
 pub const HELPERS_JOURNALLED: u64 = 20;
 /// A command's abnormal helper ends journalled one by one beyond those, in all.
@@ -464,9 +467,14 @@ fn watch(
                 };
                 let command = command_of(*pid);
                 let listens = listens(*pid, &mut listening);
-                let seen_young = books
-                    .get(&helper_key(&command))
-                    .is_some_and(|b| b.journalled >= HELPERS_JOURNALLED);
+                // Held back until its life says what it is: any child once the tree's helpers
+                // have been journalled [`HELPERS_JOURNALLED`] times in all (whatever commands they
+                // ran, so their number stays flat as calls grow), and a child caught between its
+                // fork and its exec (its parent's command line, its parent's listening socket:
+                // a pre-fork worker or a helper about to exec, told apart by how long it lives).
+                let capped =
+                    books.values().map(|b| b.journalled).sum::<u64>() >= HELPERS_JOURNALLED;
+                let unexeced = !command.is_empty() && command_of(s.ppid) == command;
                 let m = Member {
                     pid: *pid,
                     ppid: s.ppid,
@@ -475,7 +483,7 @@ fn watch(
                     seen: Instant::now(),
                     age_when_seen: age_of(s.start_time),
                     listens,
-                    held: (seen_young && !listens).then_some(t_s),
+                    held: ((capped && !listens) || unexeced).then_some(t_s),
                 };
                 if let Some(w) = &watchdog {
                     w.member(m.pid, m.start_time);
@@ -507,7 +515,10 @@ fn watch(
             // A held-back child that outlived a helper's age is a worker after all.
             for m in members.values_mut() {
                 if let Some(at) = m.held {
-                    if !is_helper(m.age_s(), m.listens) {
+                    // One still between fork and exec holds its parent's socket: only its age
+                    // tells a pre-fork worker from a helper about to exec.
+                    let settled = m.age_s() >= UNEXECED_S || command_of(m.ppid) != m.command;
+                    if !is_helper(m.age_s(), m.listens) && settled {
                         journal.emit_at(at, start_of(m));
                         m.held = None;
                     }
