@@ -228,11 +228,13 @@ fn over_h2c_nginx_s_goaway_is_the_protocol_too() {
             "listen 127.0.0.1:{port} http2; keepalive_requests 100; location / {{ return 200 \"ok\\n\"; }}"
         ),
     );
+    // The cliff rule is not what this test is about: its slack is one a busy machine's scheduling
+    // stays within (under a CPU hog level 8's p99 came to 64 ms, over the 60 ms the default allows).
     let (out, journal, r) = load(
         &dir,
         "h2c",
         &format!("http://127.0.0.1:{port}/"),
-        &["--levels", "1,8", "--rounds", "500"],
+        &["--levels", "1,8", "--rounds", "500", "--cliff-slack", "1s"],
         Duration::from_secs(180),
     );
     let all = text(&out);

@@ -20,7 +20,7 @@
 //! and counted per level: [`Pool::connections`] is the level's `connections` event.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -124,6 +124,16 @@ struct Conn {
     /// The error code of a GOAWAY that only warned (last-stream-id 2^31-1, a graceful shutdown's
     /// first), plus one: told when the connection then closes.
     warned: AtomicU32,
+    /// Shared while a request is put on the connection's dispatch queue, held alone while the
+    /// dispatcher (hyper's, which owns that queue) is dropped. The queue is tokio's unbounded
+    /// channel: dropping its receiver drains only the requests fully in it, so one whose putting
+    /// the drop cut in two (its thread preempted between taking its place and writing itself
+    /// there), and any behind it, would stay in the channel, neither sent nor handed back, for as
+    /// long as a sender lives, the waiting worker's own included: that stream waited out witness's
+    /// own whole-request limit (tokio-rs/tokio#7714 is the same for a permit's send). With the
+    /// gate a request is either in the queue when it closes (handed back, sent again) or finds it
+    /// closed (handed back at once).
+    queue: RwLock<()>,
     tally: Arc<Tally>,
 }
 
@@ -137,6 +147,22 @@ impl Conn {
             self.tally
                 .ended("goaway", Some(reason_name(g.code)), g.processed());
         }
+    }
+
+    /// Sends `req` on the connection: hyper puts it on the dispatch queue in this call, before the
+    /// returned future is first polled, so the gate is held over exactly that.
+    fn send_request(
+        &self,
+        sender: &mut SendRequest<Full<Bytes>>,
+        req: hyper::Request<Full<Bytes>>,
+    ) -> impl std::future::Future<
+        Output = Result<
+            hyper::Response<hyper::body::Incoming>,
+            hyper::client::conn::TrySendError<hyper::Request<Full<Bytes>>>,
+        >,
+    > + use<> {
+        let _open = self.queue.read().unwrap_or_else(|e| e.into_inner());
+        sender.try_send_request(req)
     }
 
     /// The connection's task ended: the server closed it, or it failed.
@@ -232,6 +258,7 @@ impl Pool {
             sent: AtomicU64::new(0),
             told: AtomicBool::new(false),
             warned: AtomicU32::new(0),
+            queue: RwLock::new(()),
             tally: self.tally.clone(),
         });
         let io = Watched {
@@ -247,7 +274,13 @@ impl Pool {
         let ends = conn.clone();
         let driver = tokio::spawn(async move {
             // Aborted with the level (the pool) while still open: not an end the server made.
-            ends.closed(driving.await);
+            let mut driving = driving;
+            let how = (&mut driving).await;
+            // Its dispatch queue closes here, with no request half put on it ([`Conn::queue`]).
+            let closing = ends.queue.write().unwrap_or_else(|e| e.into_inner());
+            drop(driving);
+            drop(closing);
+            ends.closed(how);
         });
         let generation = self.opened.fetch_add(1, Ordering::Relaxed) + 1;
         *live = Some(Live {
@@ -383,7 +416,7 @@ pub async fn send(
         let resp = loop {
             let (mut sender, g, conn) = pool.sender(w, &req.target, &phases).await?;
             generation = g;
-            match sender.try_send_request(req.request_h2()).await {
+            match conn.send_request(&mut sender, req.request_h2()).await {
                 Ok(resp) => {
                     conn.sent.fetch_add(1, Ordering::Relaxed);
                     phases.headers(start);
