@@ -1011,7 +1011,8 @@ fn a_helper_per_request_leaves_the_context_the_same_size_for_ten_times_the_reque
         .iter()
         .find(|h| h["command"] == "sleep 0.1")
         .unwrap_or_else(|| panic!("a summary for 'sleep 0.1': {helpers:?}"));
-    assert!(helpers.len() <= 3, "{helpers:?}");
+    // The command, a fork not yet exec'd, `sh -c`, and a command line read half-way through an exec.
+    assert!(helpers.len() <= 4, "{helpers:?}");
     let count = sleep["count"].as_u64().unwrap();
     // Each of the 640 helpers lives 100 ms or more and the tree looks every 100 ms: each is seen
     // and counted once, never twice; a look that comes late on a busy machine misses a few (606 and

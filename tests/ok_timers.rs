@@ -395,7 +395,11 @@ fn a_handler_s_own_2s_timeout_answering_503_is_a_timer_not_a_capacity_refusal() 
     assert!(!all.contains("refused every request"), "{all}");
     assert!(all.contains("a 2 s timer inside the server, not a capacity refusal"));
     // The level's row shows how long they took to fail, in its "gave up" column.
-    assert!(stdout(&out).contains("  2.00–2.0"), "{all}");
+    // (2.00–2.02 s: how late the handler's own timer fires on a busy machine.)
+    assert!(
+        stdout(&out).contains("  2.0") && stdout(&out).contains("–2.0"),
+        "{all}"
+    );
 }
 
 #[test]

@@ -245,8 +245,8 @@ impl Happenings {
             .iter()
             .filter(|(t, w)| matches!(w, What::Line { instant: true, .. }) && said_at(*t, end))
             .min_by(|a, b| (a.0 - end).abs().total_cmp(&(b.0 - end).abs()))
-            .and_then(|(t, w)| match w {
-                What::Line { text, .. } => Some(format!("'{text}' {}", when(*t, end))),
+            .and_then(|(_, w)| match w {
+                What::Line { text, .. } => Some(format!("'{text}' as it failed")),
                 _ => None,
             })
     }

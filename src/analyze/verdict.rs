@@ -1418,8 +1418,9 @@ pub fn annotate<'a>(
     detail: Option<&str>,
 ) -> (String, Option<&'a ProcessLife>) {
     let (text, exit) = what_happened(recs, lives, seen, start, end, outcome);
-    // What the server wrote at the failure's instant, in any words: its own account of it.
-    let text = match seen.and_then(|h| h.said(end)) {
+    // What the server wrote at the failure's instant, in any words: its own account of it (an
+    // exit's last words are already told with the exit).
+    let text = match seen.filter(|_| exit.is_none()).and_then(|h| h.said(end)) {
         Some(said) => format!("{text}; the server said {said}"),
         None => text,
     };

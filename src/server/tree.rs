@@ -573,8 +573,12 @@ fn watch(
             let helper = is_helper(v.age_s, v.member.listens);
             if helper {
                 let (end, abnormal) = helper_end(code, signal.as_deref());
+                // Held only until its exec said what it is, with the tree's helpers not yet
+                // journalled their number of times: journalled as the first ones are.
+                let capped =
+                    books.values().map(|b| b.journalled).sum::<u64>() >= HELPERS_JOURNALLED;
                 let book = book_for(&mut books, &helper_key(&v.member.command));
-                if !book.admit(v.age_s, end, abnormal, v.member.held.is_some()) {
+                if !book.admit(v.age_s, end, abnormal, v.member.held.is_some() && capped) {
                     return false;
                 }
             }
