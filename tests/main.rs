@@ -31,6 +31,7 @@ mod observe;
 mod observed_report;
 mod ok_timers;
 mod open;
+mod own_lag;
 mod proxy;
 mod proxy_more;
 mod proxy_restart;

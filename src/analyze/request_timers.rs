@@ -400,6 +400,7 @@ mod tests {
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             },
             origin: None,
         }
@@ -568,6 +569,7 @@ mod tests {
                         connect_s: None,
                         headers_s: None,
                         handshake_s: None,
+                        lag_s: None,
                     },
                     origin: None,
                 })
@@ -654,6 +656,7 @@ mod tests {
                     connect_s: None,
                     headers_s: None,
                     handshake_s: None,
+                    lag_s: None,
                 },
                 origin: None,
             });

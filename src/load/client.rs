@@ -56,6 +56,9 @@ pub struct Sent {
     pub headers_s: Option<f64>,
     /// How long the new connection's TLS handshake took (None: plain HTTP, or a kept-alive one).
     pub handshake_s: Option<f64>,
+    /// witness's own wait before `start`: from when it meant to send the request to its first
+    /// system call for it (None: not measured).
+    pub lag_s: Option<f64>,
 }
 
 impl Sent {
@@ -79,6 +82,7 @@ impl Sent {
             connect_s: None,
             headers_s: None,
             handshake_s: None,
+            lag_s: None,
         }
     }
 }
@@ -201,6 +205,7 @@ impl tower_service::Service<Uri> for Counting {
         let host = uri.host().unwrap_or("").to_string();
         let h2 = self.h2;
         let count = self.count;
+        let first = first_address(&host);
         let opening = Instant::now();
         let connecting = tower_service::Service::call(&mut self.tcp, uri);
         Box::pin(async move {
@@ -214,7 +219,8 @@ impl tower_service::Service<Uri> for Counting {
                     return Err(e.into());
                 }
             };
-            let connect = opening.elapsed();
+            // The kernel's own handshake time, without witness's wait to notice it.
+            let connect = kernel_connect(io.inner(), opening.elapsed(), first);
             if count {
                 held::opened();
             }
@@ -243,6 +249,55 @@ impl tower_service::Service<Uri> for Counting {
             }
         })
     }
+}
+
+/// How long a connect took as the kernel saw it: its round trip from the SYN to the SYN-ACK
+/// (TCP_INFO's `tcpi_rtt`, the handshake's one sample), when no SYN was sent again. `took` — from
+/// the connect's system call to witness's task running again — also holds however long witness
+/// was busy with other connections before it looked (a thousand connects at once on two cores:
+/// a hundred milliseconds), which is witness's, not the server's. A SYN sent again (its timer, 1 s
+/// and more) keeps `took`: the kernel's sample is then the last SYN's alone. So does a connection
+/// to another address than `first`, the one tried first (an address that did not answer came
+/// before it, and that wait is the connect's).
+pub fn kernel_connect(
+    stream: &tokio::net::TcpStream,
+    took: Duration,
+    first: Option<std::net::IpAddr>,
+) -> Duration {
+    if first.is_none() || stream.peer_addr().ok().map(|a| a.ip()) != first {
+        return took;
+    }
+    match handshake_info(stream) {
+        Some((rtt_us, 0)) if rtt_us > 0 => took.min(Duration::from_micros(rtt_us as u64)),
+        _ => took,
+    }
+}
+
+/// The address a connect to `host` tries first: the literal itself, or the first of the addresses
+/// resolved for the run.
+pub fn first_address(host: &str) -> Option<std::net::IpAddr> {
+    let bare = host.trim_matches(['[', ']']);
+    bare.parse()
+        .ok()
+        .or_else(|| super::resolve::pinned(bare)?.first().copied())
+}
+
+/// A connected socket's (smoothed round trip in µs, segments sent again), from TCP_INFO.
+pub fn handshake_info(stream: &tokio::net::TcpStream) -> Option<(u32, u32)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: getsockopt writes at most `len` bytes into a zeroed tcp_info, a plain C struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some((info.tcpi_rtt, info.tcpi_total_retrans))
 }
 
 /// A connection witness holds, counted in [`held`] until it is dropped; with how long its TCP
@@ -325,6 +380,7 @@ pub async fn send(
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             }
         }
     };
@@ -454,6 +510,7 @@ pub(super) fn finish(
         connect_s: None,
         headers_s: None,
         handshake_s: None,
+        lag_s: None,
     }
 }
 
