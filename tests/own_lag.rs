@@ -49,7 +49,7 @@ fn a_thousand_workers_at_once_wait_for_witness_and_that_wait_is_witness_s_not_th
     let dir = tempdir("own-lag");
     let port = free_port();
     let conf = static_conf(&dir, port);
-    let (j, r) = (dir.join("j.jsonl"), dir.join("r.json"));
+    let (j, r, h) = (dir.join("j.jsonl"), dir.join("r.json"), dir.join("r.html"));
     let out = run_bounded(
         Command::new(witness())
             .args(["load", "--url", &format!("http://127.0.0.1:{port}/")])
@@ -58,6 +58,8 @@ fn a_thousand_workers_at_once_wait_for_witness_and_that_wait_is_witness_s_not_th
             .arg(&j)
             .arg("--report")
             .arg(&r)
+            .arg("--html")
+            .arg(&h)
             .arg("--")
             .arg(nginx)
             .args(["-e", "stderr", "-c"])
@@ -110,6 +112,11 @@ fn a_thousand_workers_at_once_wait_for_witness_and_that_wait_is_witness_s_not_th
     assert!(
         said.contains("witness's own lag before sending (not in any phase): p50 "),
         "{said}"
+    );
+    let page = std::fs::read_to_string(&h).unwrap();
+    assert!(
+        page.contains("own lag before sending (not in any phase): p50 "),
+        "no lag in the HTML"
     );
     let lags = journal_lines(&j)
         .iter()
