@@ -840,6 +840,12 @@ pub enum Event {
         /// connect, never in a reused connection's duration. Whole µs.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         handshake_s: Option<f64>,
+        /// witness's own wait before this request left it: from when it meant to send it (the
+        /// level's start for a worker's first request, the previous answer's end for the next) to
+        /// its first system call for it (the connect, or the write on a kept-alive connection).
+        /// Never inside `duration_s` or a phase: `start_s` is that first system call. Whole µs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lag_s: Option<f64>,
     },
     /// The kernel's listen-queue counters and the target's listener, read before and after a level
     /// (`when`: "before" or "after"). `overflows`/`drops`: /proc/net/netstat's TcpExt
@@ -857,6 +863,9 @@ pub enum Event {
         backlog: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         queued: Option<u64>,
+        /// /proc/net/netstat's TcpExt TCPSynRetrans (SYNs and SYN-ACKs sent again), system-wide.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        syn_retrans: Option<u64>,
     },
 
     // ---- samples -------------------------------------------------------------------------------
@@ -973,6 +982,7 @@ impl Event {
             connect_s: None,
             headers_s: None,
             handshake_s: None,
+            lag_s: None,
         }
     }
 }
@@ -1670,6 +1680,7 @@ mod tests {
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             },
             Event::Health {
                 url: "http://127.0.0.1:1/health".into(),
@@ -1739,6 +1750,7 @@ mod tests {
             connect_s: None,
             headers_s: None,
             handshake_s: None,
+            lag_s: None,
         };
         j.emit_at(0.75, request("401: token s3cr\"et-token refused"));
         j.flush().unwrap();
@@ -1800,6 +1812,7 @@ mod tests {
             connect_s: None,
             headers_s: None,
             handshake_s: None,
+            lag_s: None,
         };
         // The old emit path, as it was: serialise with serde into a fresh Vec, scrub, lock, write.
         let old = |path: &Path| {

@@ -111,6 +111,7 @@ fn record(i: u64, n: u64) -> Record {
             }),
             headers_s: Some(duration * 0.5),
             handshake_s: None,
+            lag_s: None,
         },
         origin: None,
     }
@@ -275,6 +276,7 @@ fn observed_run(n: u64) -> impl Iterator<Item = Record> {
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             },
         )
     });
@@ -391,6 +393,7 @@ fn failing_run(n: u64) -> impl Iterator<Item = Record> {
                 body_cut: false,
                 connect_s: None,
                 handshake_s: None,
+                lag_s: None,
                 headers_s: None,
             },
         )
@@ -530,6 +533,7 @@ fn soak_run(n: u64) -> impl Iterator<Item = Record> {
                 body_cut: false,
                 connect_s: None,
                 handshake_s: None,
+                lag_s: None,
                 headers_s: None,
             },
         )

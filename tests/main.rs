@@ -32,6 +32,7 @@ mod observe;
 mod observed_report;
 mod ok_timers;
 mod open;
+mod own_lag;
 mod pillars;
 mod proxy;
 mod proxy_more;

@@ -215,7 +215,7 @@ fn a_journal_written_before_phases_existed_still_reads_and_shows_no_phases() {
     let text = std::fs::read_to_string(&journal).unwrap();
     let strip = |line: &str| -> String {
         let mut out = line.to_string();
-        for key in [",\"pc\":", ",\"ph\":"] {
+        for key in [",\"pc\":", ",\"ph\":", ",\"wl\":"] {
             while let Some(at) = out.find(key) {
                 let rest = &out[at + key.len()..];
                 let end = rest.find([',', '}']).unwrap();

@@ -218,6 +218,7 @@ mod tests {
                     connect_s: None,
                     headers_s: None,
                     handshake_s: None,
+                    lag_s: None,
                 },
             ));
         }
@@ -353,6 +354,7 @@ mod tests {
                     connect_s: None,
                     headers_s: None,
                     handshake_s: None,
+                    lag_s: None,
                 },
                 origin: None,
             });

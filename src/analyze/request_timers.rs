@@ -439,6 +439,7 @@ mod tests {
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             },
             origin: None,
         }
@@ -607,6 +608,7 @@ mod tests {
                         connect_s: None,
                         headers_s: None,
                         handshake_s: None,
+                        lag_s: None,
                     },
                     origin: None,
                 })
@@ -693,6 +695,7 @@ mod tests {
                     connect_s: None,
                     headers_s: None,
                     handshake_s: None,
+                    lag_s: None,
                 },
                 origin: None,
             });

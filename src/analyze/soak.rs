@@ -1259,6 +1259,7 @@ mod tests {
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             },
         )
     }

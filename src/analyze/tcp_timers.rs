@@ -22,6 +22,28 @@ use crate::stats::{Latency, Summary};
 /// them and on older kernels (3, 7, 15, 31 s).
 pub const SYN_RETRANSMIT_S: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 11.0, 15.0, 19.0, 31.0];
 
+/// The connects just below a retransmission's step, where none wait for its timer: from the step
+/// before it (or half the first) to just under it. A SYN sent again puts its connect at the step,
+/// with a gap below it; a spread that runs smoothly up to the step and past it is a queue's
+/// (witness's or the kernel's), and a slice of it cut at the step is no retransmission.
+fn below_retransmission(connect_s: f64) -> Option<usize> {
+    SYN_RETRANSMIT_S.iter().enumerate().position(|(i, &k)| {
+        let lo = match i {
+            0 => k * 0.5,
+            _ => SYN_RETRANSMIT_S[i - 1] + 0.2,
+        };
+        connect_s >= lo && connect_s < k - 0.02
+    })
+}
+
+/// At most this share of the connects at a step may lie in the gap below it.
+const GAP_SHARE: f64 = 0.1;
+
+/// A level's connects whose fastest took this many times the connect floor (and at least
+/// [`ABOVE_FLOOR_MIN_S`]) all waited in a queue before the server's kernel answered.
+const ABOVE_FLOOR_FACTOR: f64 = 10.0;
+const ABOVE_FLOOR_MIN_S: f64 = 0.001;
+
 /// A connect is "at" a retransmission from just under it (the timer's own jitter) to a little
 /// after it (the handshake that follows, on a busy host).
 fn at_retransmission(connect_s: f64) -> Option<usize> {
@@ -53,6 +75,14 @@ pub struct Phases {
     pub headers: Option<Latency>,
     /// From the headers to the body's end, ok requests.
     pub body: Option<Latency>,
+    /// witness's own wait before each request left it (from when it was due to its first system
+    /// call): never inside the connect, the headers or the request's duration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lag: Option<Latency>,
+    /// What the connects' spread says when even the fastest took far longer than the connect
+    /// floor: a queue's wait (witness's or the kernel's), not the server's work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_note: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -99,7 +129,12 @@ struct Level {
     headers: Summary,
     body: Summary,
     new_connections: u64,
+    lag: Summary,
+    /// The fastest connect.
+    fastest: Option<f64>,
     syn: [Bin; SYN_RETRANSMIT_S.len()],
+    /// Connects in the gap below each step (see [`below_retransmission`]).
+    below: [u64; SYN_RETRANSMIT_S.len()],
     /// Ok requests whose phases are known, and their body gaps at each delayed-ACK timer.
     bodies: u64,
     delayed: [Bin; DELAYED_ACK_S.len()],
@@ -115,6 +150,7 @@ struct Listen {
     drops: Option<u64>,
     backlog: Option<u64>,
     queued: Option<u64>,
+    syn_retrans: Option<u64>,
 }
 
 /// The phases and TCP-timer findings of the ladder, folded request by request.
@@ -123,13 +159,23 @@ pub struct Acc {
     levels: BTreeMap<u32, Level>,
     /// The listen readings before and after each level.
     listen: BTreeMap<u32, (Option<Listen>, Option<Listen>)>,
+    /// The connect floor measured before the ladder (its median), in seconds.
+    floor_s: Option<f64>,
 }
 
 impl Acc {
     /// `recs`: the run's context (the `listen` readings are read from it).
     pub fn new(recs: &[Record]) -> Self {
         let mut listen: BTreeMap<u32, (Option<Listen>, Option<Listen>)> = BTreeMap::new();
+        let mut floor_s = None;
         for r in recs {
+            if let Event::ConnectFloor {
+                median_ms: Some(ms),
+                ..
+            } = &r.event
+            {
+                floor_s = Some(ms / 1000.0);
+            }
             if let Event::Listen {
                 level,
                 when,
@@ -138,6 +184,7 @@ impl Acc {
                 drops,
                 backlog,
                 queued,
+                syn_retrans,
             } = &r.event
             {
                 let l = Listen {
@@ -146,6 +193,7 @@ impl Acc {
                     drops: *drops,
                     backlog: *backlog,
                     queued: *queued,
+                    syn_retrans: *syn_retrans,
                 };
                 let e = listen.entry(*level).or_default();
                 match when.as_str() {
@@ -158,6 +206,7 @@ impl Acc {
         Self {
             levels: BTreeMap::new(),
             listen,
+            floor_s,
         }
     }
 
@@ -169,21 +218,29 @@ impl Acc {
             connect_s,
             headers_s,
             handshake_s,
+            lag_s,
             ..
         } = &r.event
         else {
             return;
         };
-        if connect_s.is_none() && headers_s.is_none() {
+        if connect_s.is_none() && headers_s.is_none() && lag_s.is_none() {
             return;
         }
         let l = self.levels.entry(index).or_default();
         l.last_t_s = l.last_t_s.max(r.t_s);
+        if let Some(w) = lag_s {
+            l.lag.record(*w);
+        }
         if let Some(c) = connect_s {
             l.new_connections += 1;
             l.connect.record(*c);
+            l.fastest = Some(l.fastest.map_or(*c, |f: f64| f.min(*c)));
             if let Some(i) = at_retransmission(*c) {
                 l.syn[i].add(*c);
+            }
+            if let Some(i) = below_retransmission(*c) {
+                l.below[i] += 1;
             }
         }
         if let Some(h) = handshake_s {
@@ -219,6 +276,8 @@ impl Acc {
                     handshake: l.handshake.latency(),
                     headers: l.headers.latency(),
                     body: l.body.latency(),
+                    lag: l.lag.latency(),
+                    connect_note: above_floor(l, self.floor_s),
                 },
             ));
             let listen = self.listen.get(index).copied().unwrap_or_default();
@@ -237,7 +296,35 @@ pub struct LevelOf {
     pub end_t_s: Option<f64>,
 }
 
-/// Connects at a SYN retransmission, with the kernel's listen counters beside them.
+/// A level whose fastest connect took far longer than the connect floor: every one of them waited
+/// in a queue before its handshake, and the spread is that queue's, in words.
+fn above_floor(l: &Level, floor_s: Option<f64>) -> Option<String> {
+    let (fastest, floor) = (l.fastest?, floor_s?);
+    if fastest < ABOVE_FLOOR_MIN_S || fastest < ABOVE_FLOOR_FACTOR * floor {
+        return None;
+    }
+    Some(format!(
+        "the fastest of {} took {}, {:.0}× the connect floor ({}): every connect waited in a queue before its handshake — witness's own (its workers reaching or noticing their connects late) or the kernel's (the listener's SYN or accept queue) — not the server's work",
+        connections(l.new_connections),
+        duration_words(fastest),
+        fastest / floor,
+        duration_words(floor),
+    ))
+}
+
+/// A duration in the unit that fits it: 85 µs, 1.3 ms, 1.02 s.
+fn duration_words(s: f64) -> String {
+    match s {
+        // Under a millisecond in whole µs: two decimals of a ms would round 4.5 µs and 5 µs apart.
+        s if s < 0.001 => format!("{:.0} µs", s * 1e6),
+        s if s < 1.0 => format!("{:.1} ms", s * 1000.0),
+        s => format!("{s:.2} s"),
+    }
+}
+
+/// Connects at a SYN retransmission, with the kernel's listen counters beside them. Only connects
+/// AT a step with a gap below it (a SYN sent again waits the whole timer; a queue's spread runs up
+/// to the step and past it), and never when the kernel counted no SYN sent again during the level.
 fn syn_retransmission(
     row: &LevelOf,
     l: &Level,
@@ -245,6 +332,9 @@ fn syn_retransmission(
 ) -> Option<Suspicion> {
     let bins: Vec<(usize, &Bin)> = l.syn.iter().enumerate().filter(|(_, b)| b.n > 0).collect();
     let &(first, _) = bins.first()?;
+    if l.below[first] as f64 > GAP_SHARE * l.syn[first].n as f64 {
+        return None;
+    }
     let retransmitted: u64 = bins.iter().map(|(_, b)| b.n).sum();
     let took: Vec<String> = bins
         .iter()
@@ -260,11 +350,23 @@ fn syn_retransmission(
         _ => None,
     };
     let (overflows, drops) = (delta(|x| x.overflows), delta(|x| x.drops));
+    let resent = delta(|x| x.syn_retrans);
+    if resent == Some(0) {
+        // The kernel sent no SYN again while the level ran: whatever held these connects, it was
+        // not TCP's retransmission timer.
+        return None;
+    }
     let cause = match overflows {
         Some(0) => "SYN retransmission — a SYN went unanswered, though this host's kernel counted no ListenOverflows during the level (system-wide): the listener is in another network namespace or host, or the SYN was lost on the way".to_string(),
         _ => "SYN retransmission — the server's listen backlog overflowed (it accepts too slowly, or its backlog is small)".to_string(),
     };
     let mut evidence = Vec::new();
+    if let Some(n) = resent {
+        evidence.push(format!(
+            "the kernel sent {n} SYN{} again during the level (TCPSynRetrans, system-wide: SYN-ACKs and every connection on this host count)",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
     if let (Some(o), Some(d)) = (overflows.filter(|&o| o > 0), drops) {
         evidence.push(format!(
             "the kernel counted {o} ListenOverflows and {d} ListenDrops during the level (system-wide: every listener on this host counts, not only this server's)"
@@ -356,12 +458,7 @@ fn connections(n: u64) -> String {
 /// One line of a level's phase percentiles, for the terminal and the HTML (None when no request
 /// had phases). `concurrency`: the level's.
 pub fn phases_line(concurrency: u32, p: &Phases) -> Option<String> {
-    let d = |s: f64| match s {
-        // Under a millisecond in whole µs: two decimals of a ms would round 4.5 µs and 5 µs apart.
-        s if s < 0.001 => format!("{:.0} µs", s * 1e6),
-        s if s < 1.0 => format!("{:.1} ms", s * 1000.0),
-        s => format!("{s:.2} s"),
-    };
+    let d = duration_words;
     let pct = |x: &Option<Latency>| {
         x.as_ref().map(|x| {
             format!(
@@ -385,7 +482,17 @@ pub fn phases_line(concurrency: u32, p: &Phases) -> Option<String> {
     if let Some(b) = pct(&p.body) {
         parts.push(format!("body {b}"));
     }
-    (!parts.is_empty()).then(|| format!("phases (n={concurrency}): {}", parts.join(" · ")))
+    let mut line =
+        (!parts.is_empty()).then(|| format!("phases (n={concurrency}): {}", parts.join(" · ")))?;
+    if let Some(note) = &p.connect_note {
+        line.push_str(&format!(" — connects: {note}"));
+    }
+    if let Some(w) = pct(&p.lag) {
+        line.push_str(&format!(
+            "; witness's own lag before sending (not in any phase): {w}"
+        ));
+    }
+    Some(line)
 }
 
 #[cfg(test)]
@@ -428,11 +535,17 @@ pub(crate) mod tests {
                 connect_s: connect,
                 headers_s: headers,
                 handshake_s: None,
+                lag_s: None,
             },
         )
     }
 
     fn listen(t: f64, when: &str, overflows: u64) -> (f64, Event) {
+        listen_resent(t, when, overflows, None)
+    }
+
+    /// A listen reading with the kernel's count of SYNs sent again.
+    fn listen_resent(t: f64, when: &str, overflows: u64, resent: Option<u64>) -> (f64, Event) {
         (
             t,
             Event::Listen {
@@ -443,6 +556,7 @@ pub(crate) mod tests {
                 drops: Some(overflows),
                 backlog: Some(7),
                 queued: Some(0),
+                syn_retrans: resent,
             },
         )
     }
@@ -451,6 +565,21 @@ pub(crate) mod tests {
     pub(crate) fn level(
         reqs: Vec<(f64, Event)>,
         overflows: (u64, u64),
+    ) -> crate::analyze::Analysis {
+        level_with(
+            reqs,
+            listen(0.1, "before", overflows.0),
+            listen(9.0, "after", overflows.1),
+            None,
+        )
+    }
+
+    /// [`level`] with these listen readings and, where given, a connect floor (ms) before it.
+    fn level_with(
+        reqs: Vec<(f64, Event)>,
+        before: (f64, Event),
+        after: (f64, Event),
+        floor_ms: Option<f64>,
     ) -> crate::analyze::Analysis {
         let mut ev = vec![
             (
@@ -474,10 +603,27 @@ pub(crate) mod tests {
                     skipped: None,
                 },
             ),
-            listen(0.1, "before", overflows.0),
+            before,
         ];
+        if let Some(ms) = floor_ms {
+            ev.insert(
+                1,
+                (
+                    0.05,
+                    Event::ConnectFloor {
+                        host: "127.0.0.1".into(),
+                        port: 8080,
+                        addrs: Vec::new(),
+                        median_ms: Some(ms),
+                        limit_ms: 100.0,
+                        advice: None,
+                        handshake_ms: None,
+                    },
+                ),
+            );
+        }
         ev.extend(reqs);
-        ev.push(listen(9.0, "after", overflows.1));
+        ev.push(after);
         ev.push((
             9.1,
             Event::LevelEnd {
@@ -572,6 +718,112 @@ pub(crate) mod tests {
             .collect();
         let a = level(reqs, (0, 0));
         assert!(a.suspicions.is_empty(), "{:?}", a.suspicions);
+    }
+
+    /// A request with witness's own lag before it.
+    fn lagged(id: u64, t: f64, connect: f64, lag: f64) -> (f64, Event) {
+        let (t, mut e) = req(
+            id,
+            t,
+            connect + 0.001,
+            Some(connect),
+            Some(connect + 0.0005),
+        );
+        if let Event::Request { lag_s, .. } = &mut e {
+            *lag_s = Some(lag);
+        }
+        (t, e)
+    }
+
+    #[test]
+    fn a_smooth_spread_of_connects_cut_at_one_second_is_a_queue_not_a_syn_retransmission() {
+        // Level 5000 on two cores: the fastest connect 0.47 s, the rest spread evenly up to 1.18 s;
+        // the slice at 0.98–1.18 s is no retransmission, and the spread is named a queue's.
+        let reqs: Vec<_> = (0..200)
+            .map(|i| lagged(i, 2.0, 0.47 + i as f64 * 0.00355, 0.01))
+            .collect();
+        assert!(reqs
+            .iter()
+            .any(|(_, e)| matches!(e, Event::Request { connect_s: Some(c), .. } if *c >= 0.99)));
+        let a = level_with(
+            reqs,
+            listen(0.1, "before", 0),
+            listen(9.0, "after", 0),
+            Some(0.08),
+        );
+        assert!(a.suspicions.is_empty(), "{:?}", a.suspicions);
+        let p = a.load.unwrap().levels[0].phases.clone().unwrap();
+        let note = p.connect_note.as_deref().expect("a note on the connects");
+        assert!(
+            note.starts_with("the fastest of 200 new connections took 470.0 ms, 5875× the connect floor (80 µs): every connect waited in a queue before its handshake — witness's own (its workers reaching or noticing their connects late) or the kernel's (the listener's SYN or accept queue) — not the server's work"),
+            "{note}"
+        );
+        let line = phases_line(5000, &p).unwrap();
+        assert!(line.contains(" — connects: the fastest of 200"), "{line}");
+    }
+
+    #[test]
+    fn connects_at_a_step_with_a_gap_below_are_no_retransmission_when_the_kernel_sent_no_syn_again()
+    {
+        let reqs = || {
+            let mut r: Vec<_> = (0..8)
+                .map(|i| req(i, 1.0, 0.002, Some(0.0003), Some(0.0015)))
+                .collect();
+            r.extend((8..16).map(|i| req(i, 2.0, 1.2, Some(1.01), Some(1.2))));
+            r
+        };
+        // The kernel counted none sent again during the level: not TCP's timer.
+        let none = level_with(
+            reqs(),
+            listen_resent(0.1, "before", 5, Some(40)),
+            listen_resent(9.0, "after", 5, Some(40)),
+            None,
+        );
+        assert!(kinds(&none).is_empty(), "{:?}", none.suspicions);
+        // It counted eight: said as evidence beside the connects.
+        let eight = level_with(
+            reqs(),
+            listen_resent(0.1, "before", 5, Some(40)),
+            listen_resent(9.0, "after", 13, Some(48)),
+            None,
+        );
+        assert_eq!(kinds(&eight), ["syn_retransmit"]);
+        assert!(
+            eight.suspicions[0].detail.contains(
+                "the kernel sent 8 SYNs again during the level (TCPSynRetrans, system-wide"
+            ),
+            "{}",
+            eight.suspicions[0].detail
+        );
+    }
+
+    #[test]
+    fn witness_s_own_lag_is_summed_up_apart_from_every_phase() {
+        let reqs = (0..10)
+            .map(|i| lagged(i, 1.0, 0.00002, 0.100 + i as f64 * 0.01))
+            .collect();
+        let a = level_with(
+            reqs,
+            listen(0.1, "before", 0),
+            listen(9.0, "after", 0),
+            Some(0.02),
+        );
+        let p = a.load.unwrap().levels[0].phases.clone().unwrap();
+        let lag = p.lag.clone().expect("the lag");
+        assert_eq!(lag.count, 10);
+        assert!((0.09..0.2).contains(&lag.p50), "{lag:?}");
+        // The connects are the kernel's, near the floor: nothing to say of them.
+        assert!(p.connect_note.is_none(), "{p:?}");
+        assert!(p.connect.as_ref().unwrap().max < 0.0001);
+        let line = phases_line(10, &p).unwrap();
+        assert!(
+            line.starts_with("phases (n=10): connect p50 20 µs"),
+            "{line}"
+        );
+        assert!(
+            line.contains("; witness's own lag before sending (not in any phase): p50 1"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -30,6 +30,7 @@
 //! | `pc` | `connect_s`              | integer **µs**; absent when the request reused a connection (`pcs`: seconds, where µs would not give the same number back) |
 //! | `ph` | `headers_s`              | integer µs from the start to the response's headers (`phs`: seconds, likewise) |
 //! | `pt` | `handshake_s`            | integer µs of the new connection's TLS handshake; absent over plain HTTP and on a reused connection (`pts`: seconds, likewise) |
+//! | `wl` | `lag_s`                  | integer µs of witness's own wait before the request's first system call; absent in older journals and where not measured (`wls`: seconds, likewise) |
 //!
 //! Seconds on the run's clock are whole microseconds (what [`super::micros`] keeps), so they are
 //! written with at most six decimals; any other value is written in its shortest exact form.
@@ -91,6 +92,7 @@ fn encode_request(rec: &Record, out: &mut Vec<u8>) -> bool {
         connect_s,
         headers_s,
         handshake_s,
+        lag_s,
     } = &rec.event
     else {
         return false;
@@ -108,6 +110,7 @@ fn encode_request(rec: &Record, out: &mut Vec<u8>) -> bool {
         connect_s.unwrap_or(0.0),
         headers_s.unwrap_or(0.0),
         handshake_s.unwrap_or(0.0),
+        lag_s.unwrap_or(0.0),
     ]
     .iter()
     .all(|v| v.is_finite())
@@ -193,7 +196,12 @@ fn encode_request(rec: &Record, out: &mut Vec<u8>) -> bool {
         out.extend_from_slice(b",\"bc\":true");
     }
     // Phases in whole µs (what the client records): "ph":843 rather than "ph":0.000843.
-    for (key, v) in [("pc", connect_s), ("ph", headers_s), ("pt", handshake_s)] {
+    for (key, v) in [
+        ("pc", connect_s),
+        ("ph", headers_s),
+        ("pt", handshake_s),
+        ("wl", lag_s),
+    ] {
         let Some(v) = v else { continue };
         out.extend_from_slice(b",\"");
         out.extend_from_slice(key.as_bytes());
@@ -560,6 +568,7 @@ fn plain_request(b: &[u8]) -> Option<Record> {
             connect_s: connect_s.map(|us| us as f64 / 1e6),
             headers_s: headers_s.map(|us| us as f64 / 1e6),
             handshake_s: None,
+            lag_s: None,
         },
         origin: None,
     })
@@ -652,7 +661,7 @@ fn decode_request(mut p: Parser) -> Result<Record, String> {
     let (mut o, mut phase, mut limit, mut x, mut reason) = (None, None, None, None, None);
     let (mut oc, mut status, mut sched, mut detail, mut bb, mut bc, mut og) =
         (None, None, None, None, None, false, None);
-    let (mut pc, mut ph, mut pt) = (None, None, None);
+    let (mut pc, mut ph, mut pt, mut wl) = (None, None, None, None);
     loop {
         if p.eat(b'}') {
             break;
@@ -707,6 +716,8 @@ fn decode_request(mut p: Parser) -> Result<Record, String> {
             b"phs" => set(&mut ph, float(v)?, key)?,
             b"pt" => set(&mut pt, int::<i64>(v)? as f64 / 1e6, key)?,
             b"pts" => set(&mut pt, float(v)?, key)?,
+            b"wl" => set(&mut wl, int::<i64>(v)? as f64 / 1e6, key)?,
+            b"wls" => set(&mut wl, float(v)?, key)?,
             _ => {
                 return Err(format!(
                     "unknown key {} in a compact request",
@@ -770,6 +781,7 @@ fn decode_request(mut p: Parser) -> Result<Record, String> {
             connect_s: pc,
             headers_s: ph,
             handshake_s: pt,
+            lag_s: wl,
         },
         origin: og,
     })
@@ -804,6 +816,7 @@ mod tests {
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             },
             origin: None,
         }
@@ -1101,6 +1114,7 @@ mod tests {
             connect_s in proptest::option::of(duration()),
             headers_s in proptest::option::of(duration()),
             handshake_s in proptest::option::of(duration()),
+            lag_s in proptest::option::of(duration()),
             origin in proptest::option::of(any::<u16>()),
         ) {
             let t_s = end.unwrap_or(super::super::micros(start_s + duration_s));
@@ -1108,7 +1122,7 @@ mod tests {
                 t_s,
                 event: Event::Request {
                     id, group, worker, start_s, duration_s, outcome, status, scheduled_s, detail,
-                    body_bytes, body_cut, connect_s, headers_s, handshake_s,
+                    body_bytes, body_cut, connect_s, headers_s, handshake_s, lag_s,
                 },
                 origin,
             };

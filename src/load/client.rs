@@ -56,6 +56,9 @@ pub struct Sent {
     pub headers_s: Option<f64>,
     /// How long the new connection's TLS handshake took (None: plain HTTP, or a kept-alive one).
     pub handshake_s: Option<f64>,
+    /// witness's own wait before `start`: from when it meant to send the request to its first
+    /// system call for it (None: not measured).
+    pub lag_s: Option<f64>,
 }
 
 impl Sent {
@@ -79,6 +82,7 @@ impl Sent {
             connect_s: None,
             headers_s: None,
             handshake_s: None,
+            lag_s: None,
         }
     }
 }
@@ -201,6 +205,7 @@ impl tower_service::Service<Uri> for Counting {
         let host = uri.host().unwrap_or("").to_string();
         let h2 = self.h2;
         let count = self.count;
+        let first = first_address(&host);
         let opening = Instant::now();
         let connecting = tower_service::Service::call(&mut self.tcp, uri);
         Box::pin(async move {
@@ -214,7 +219,8 @@ impl tower_service::Service<Uri> for Counting {
                     return Err(e.into());
                 }
             };
-            let connect = opening.elapsed();
+            // The kernel's own handshake time, without witness's wait to notice it.
+            let connect = kernel_connect(io.inner(), opening.elapsed(), first);
             if count {
                 held::opened();
             }
@@ -243,6 +249,186 @@ impl tower_service::Service<Uri> for Counting {
             }
         })
     }
+}
+
+/// How long a connect took as the kernel saw it: its round trip from the SYN to the SYN-ACK
+/// (TCP_INFO's `tcpi_rtt`, the handshake's one sample), when no SYN was sent again. `took` — from
+/// the connect's system call to witness's task running again — also holds however long witness
+/// was busy with other connections before it looked (a thousand connects at once on two cores:
+/// a hundred milliseconds), which is witness's, not the server's. A SYN sent again (its timer, 1 s
+/// and more) keeps `took`: the kernel's sample is then the last SYN's alone. So does a connection
+/// to another address than `first`, the one tried first (an address that did not answer came
+/// before it, and that wait is the connect's).
+pub fn kernel_connect(
+    stream: &tokio::net::TcpStream,
+    took: Duration,
+    first: Option<std::net::IpAddr>,
+) -> Duration {
+    if first.is_none() || stream.peer_addr().ok().map(|a| a.ip()) != first {
+        return took;
+    }
+    match handshake_info(stream) {
+        Some((rtt_us, 0)) if rtt_us > 0 => took.min(Duration::from_micros(rtt_us as u64)),
+        _ => took,
+    }
+}
+
+/// Linux's TCP_ESTABLISHED (include/net/tcp_states.h).
+const TCP_ESTABLISHED: u8 = 1;
+
+/// A plain TCP connect to one address, made without waiting for the runtime when the kernel has
+/// already finished the handshake by the time `connect(2)` returns (on loopback it has, unless the
+/// listener dropped the SYN): the request is written in the same turn, so witness's own wait to
+/// notice a finished connect — behind every other connection its thread is opening — is in no
+/// phase. Otherwise it waits for the socket to be writable, as any connector does. Counted in
+/// [`held`] while open; `limit`: the connect's own timeout.
+pub async fn connect_direct(
+    addr: std::net::SocketAddr,
+    limit: Duration,
+) -> Result<Counted<Io>, BoxError> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let opening = Instant::now();
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain system calls on a descriptor this function owns from here on.
+    let fd = unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    let (storage, len) = sockaddr(addr);
+    let rc = unsafe { libc::connect(fd, (&storage as *const libc::sockaddr_storage).cast(), len) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(e.into());
+        }
+    }
+    let std = std::net::TcpStream::from(owned);
+    let established = tcp_state(&std) == Some(TCP_ESTABLISHED);
+    let stream = tokio::net::TcpStream::from_std(std)?;
+    let connect = if established {
+        // Done within the system call: the kernel's round trip of the SYN is the connect.
+        kernel_connect(&stream, opening.elapsed(), Some(addr.ip()))
+    } else {
+        match tokio::time::timeout(limit, stream.writable()).await {
+            Err(_) => {
+                return Err(
+                    std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timeout").into(),
+                )
+            }
+            Ok(r) => r?,
+        }
+        if let Some(e) = stream.take_error()? {
+            return Err(e.into());
+        }
+        stream.peer_addr()?;
+        kernel_connect(&stream, opening.elapsed(), Some(addr.ip()))
+    };
+    held::opened();
+    Ok(Counted {
+        io: Io::Plain(hyper_util::rt::TokioIo::new(stream)),
+        connect,
+        handshake: None,
+        count: true,
+    })
+}
+
+/// `addr` as the C socket address connect(2) takes.
+fn sockaddr(addr: std::net::SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: an all-zero sockaddr_storage is valid, and big enough for either family.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        std::net::SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        std::net::SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+/// A socket's TCP state (TCP_INFO's `tcpi_state`).
+fn tcp_state(s: &impl std::os::fd::AsRawFd) -> Option<u8> {
+    // SAFETY: as in [`handshake_info`].
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(info.tcpi_state)
+}
+
+/// The address a connect to `host` tries first: the literal itself, or the first of the addresses
+/// resolved for the run.
+pub fn first_address(host: &str) -> Option<std::net::IpAddr> {
+    let bare = host.trim_matches(['[', ']']);
+    bare.parse()
+        .ok()
+        .or_else(|| super::resolve::pinned(bare)?.first().copied())
+}
+
+/// A connected socket's (smoothed round trip in µs, segments sent again), from TCP_INFO.
+pub fn handshake_info(stream: &tokio::net::TcpStream) -> Option<(u32, u32)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: getsockopt writes at most `len` bytes into a zeroed tcp_info, a plain C struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some((info.tcpi_rtt, info.tcpi_total_retrans))
 }
 
 /// A connection witness holds, counted in [`held`] until it is dropped; with how long its TCP
@@ -325,6 +511,7 @@ pub async fn send(
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             }
         }
     };
@@ -454,6 +641,7 @@ pub(super) fn finish(
         connect_s: None,
         headers_s: None,
         handshake_s: None,
+        lag_s: None,
     }
 }
 

@@ -125,6 +125,8 @@ fn hyper_asked() -> bool {
 /// closed it (said so, or was found closed before a send) or a request on it failed.
 pub struct Conn {
     connector: Counting,
+    /// The connect's own limit, for [`super::client::connect_direct`].
+    limit: std::time::Duration,
     live: Option<Counted<Io>>,
     buf: Buf,
 }
@@ -133,6 +135,7 @@ impl Conn {
     pub fn new(limits: Limits) -> Self {
         Self {
             connector: super::client::counted(limits.connect),
+            limit: limits.connect,
             live: None,
             buf: Buf::default(),
         }
@@ -153,11 +156,19 @@ impl Conn {
             }
         }
         self.buf.clear();
-        let io = self
-            .connector
-            .call(target.clone())
-            .await
-            .map_err(Fail::Connect)?;
+        // An address (no name to fall back across): connected directly, written in the same turn
+        // when the kernel finished the handshake within the connect.
+        let literal = target
+            .host()
+            .and_then(|h| h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().ok());
+        let io = match literal {
+            Some(ip) => {
+                let port = target.port_u16().unwrap_or(80);
+                super::client::connect_direct(std::net::SocketAddr::new(ip, port), self.limit).await
+            }
+            None => self.connector.call(target.clone()).await,
+        }
+        .map_err(Fail::Connect)?;
         phases.opened(&io);
         self.live = Some(io);
         Ok(false)

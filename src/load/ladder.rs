@@ -408,6 +408,9 @@ struct Shared {
     stop: tokio::sync::watch::Receiver<bool>,
     /// `--http2`: the level's shared connections (else each worker has its own HTTP/1.1 one).
     h2: Option<Arc<super::h2::Pool>>,
+    /// When the level's workers were meant to start: each one's first request is due then, and
+    /// how long after it witness got to that request's first system call is witness's own lag.
+    begun: Instant,
 }
 
 /// How many threads send a level's requests: one per core (as wrk and oha do), never more than
@@ -449,6 +452,7 @@ async fn run_http_workers(
         dead: target.state(),
         stop: stop.clone(),
         h2,
+        begun: Instant::now(),
     };
     // HTTP/2's streams share connections whose tasks must outlive every worker using them: all on
     // the main runtime.
@@ -526,12 +530,15 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
         mut dead,
         mut stop,
         h2,
+        begun,
     } = sh;
     let clock = journal.clock();
     let mut conn = super::h1::Http1::new(&req, limits);
     let mut sent = 0u32;
-    // The last request's end: the budget's clock between requests, without another reading.
-    let mut now = Instant::now();
+    // When the next request is due: the level's start for the first (a worker that runs later than
+    // that, behind a thousand others on a few threads, is witness's lag), then the last request's
+    // end — the budget's clock between requests, without another reading.
+    let mut now = begun;
     loop {
         match budget {
             _ if *stop.borrow() => break,
@@ -550,7 +557,9 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
                 g = gate::server_up(state, until) => g,
             };
             match gate {
-                Gate::Go { .. } => {}
+                // Due once the new process runs: the wait for it is the restart's, not a lag.
+                Gate::Go { waited: true } => now = Instant::now(),
+                Gate::Go { waited: false } => {}
                 Gate::Expired => return 1,
                 Gate::Gone => {
                     return match budget {
@@ -563,8 +572,12 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
         if let Some(t) = &tally {
             t.started();
         }
+        // The request's clock starts here, just before its first system call (the connect, or the
+        // write on the kept-alive connection); what lies between when it was due and now is
+        // witness's own.
         let started = Instant::now();
-        let s = tokio::select! {
+        let lag_s = crate::journal::micros(started.saturating_duration_since(now).as_secs_f64());
+        let mut s = tokio::select! {
             biased;
             s = async {
                 match &h2 {
@@ -594,11 +607,13 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
                         connect_s: None,
                         headers_s: None,
                         handshake_s: None,
+                        lag_s: Some(lag_s),
                     },
                 );
                 break;
             }
         };
+        s.lag_s = Some(lag_s);
         if let Some(t) = &tally {
             t.finished(&s.outcome);
         }
@@ -786,6 +801,7 @@ fn journal_exchange(journal: &Journal, ids: &AtomicU64, group: &str, worker: u32
             connect_s: s.connect_s,
             headers_s: s.headers_s,
             handshake_s: s.handshake_s,
+            lag_s: s.lag_s,
         },
     );
 }

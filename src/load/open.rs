@@ -147,6 +147,7 @@ pub(super) fn journal_scheduled(
             connect_s: s.connect_s,
             headers_s: s.headers_s,
             handshake_s: s.handshake_s,
+            lag_s: s.lag_s,
         },
     );
 }

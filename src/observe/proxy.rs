@@ -1272,6 +1272,7 @@ impl Exchange {
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             },
         );
     }

@@ -1181,6 +1181,7 @@ impl Shared {
                         connect_s: None,
                         headers_s: None,
                         handshake_s: None,
+                        lag_s: None,
                     },
                 ),
                 Finished::Session {

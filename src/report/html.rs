@@ -2017,6 +2017,7 @@ mod tests {
                     connect_s: None,
                     headers_s: None,
                     handshake_s: None,
+                    lag_s: None,
                 },
             )
         };
@@ -2230,6 +2231,7 @@ mod tests {
                     connect_s: None,
                     headers_s: None,
                     handshake_s: None,
+                    lag_s: None,
                 },
             )
         };

@@ -989,6 +989,7 @@ pub(crate) mod tests {
                     connect_s: None,
                     headers_s: None,
                     handshake_s: None,
+                    lag_s: None,
                 },
             )
         };

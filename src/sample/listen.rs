@@ -21,32 +21,34 @@ pub struct Reading {
     pub drops: Option<u64>,
     pub backlog: Option<u64>,
     pub queued: Option<u64>,
+    /// TcpExt's `TCPSynRetrans`: SYNs (and SYN-ACKs) sent again, system-wide.
+    pub syn_retrans: Option<u64>,
 }
 
 /// TcpExt's `ListenOverflows` and `ListenDrops` from the text of /proc/net/netstat (a header line of
 /// names, then a line of values, per protocol).
 pub fn parse_netstat(text: &str) -> (Option<u64>, Option<u64>) {
+    (
+        netstat_counter(text, "ListenOverflows"),
+        netstat_counter(text, "ListenDrops"),
+    )
+}
+
+/// One TcpExt counter by name from the text of /proc/net/netstat.
+pub fn netstat_counter(text: &str, name: &str) -> Option<u64> {
     let mut lines = text.lines();
     while let Some(names) = lines.next() {
         let Some(names) = names.strip_prefix("TcpExt:") else {
             continue;
         };
-        let Some(values) = lines.next().and_then(|v| v.strip_prefix("TcpExt:")) else {
-            return (None, None);
-        };
-        let pairs: Vec<(&str, &str)> = names
+        let values = lines.next().and_then(|v| v.strip_prefix("TcpExt:"))?;
+        return names
             .split_whitespace()
             .zip(values.split_whitespace())
-            .collect();
-        let get = |name: &str| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == name)
-                .and_then(|(_, v)| v.parse().ok())
-        };
-        return (get("ListenOverflows"), get("ListenDrops"));
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.parse().ok());
     }
-    (None, None)
+    None
 }
 
 /// How many connections wait in the accept queue of `port`'s listening sockets, from the text of
@@ -225,15 +227,15 @@ fn listener(port: u16) -> (Option<u64>, Option<u64>) {
 
 /// Reads the counters and the port's listener now.
 pub fn read(port: u16) -> Reading {
-    let (overflows, drops) = std::fs::read_to_string("/proc/net/netstat")
-        .map(|t| parse_netstat(&t))
-        .unwrap_or((None, None));
+    let netstat = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let (overflows, drops) = parse_netstat(&netstat);
     let (backlog, queued) = listener(port);
     Reading {
         overflows,
         drops,
         backlog,
         queued,
+        syn_retrans: netstat_counter(&netstat, "TCPSynRetrans"),
     }
 }
 
@@ -257,6 +259,7 @@ pub fn journal_listen(journal: &Journal, level: u32, when: &str, target: Option<
         drops: r.drops,
         backlog: r.backlog,
         queued: r.queued,
+        syn_retrans: r.syn_retrans,
     });
 }
 

@@ -293,6 +293,7 @@ impl Shared {
                 connect_s: s.connect_s,
                 headers_s: s.headers_s,
                 handshake_s: s.handshake_s,
+                lag_s: s.lag_s,
             },
         );
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -396,6 +397,7 @@ fn local_failure(detail: String) -> client::Sent {
         connect_s: None,
         headers_s: None,
         handshake_s: None,
+        lag_s: None,
     }
 }
 

@@ -249,6 +249,7 @@ impl K6Stream {
                 connect_s: None,
                 headers_s: None,
                 handshake_s: None,
+                lag_s: None,
             },
             origin: None,
         })

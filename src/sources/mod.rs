@@ -610,6 +610,7 @@ pub(crate) mod tests {
             connect_s: None,
             headers_s: None,
             handshake_s: None,
+            lag_s: None,
         }
     }
 
