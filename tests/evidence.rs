@@ -14,6 +14,8 @@ fn peer(name: &str) -> PathBuf {
 }
 
 fn report_of(out: &std::process::Output, r: &std::path::Path) -> serde_json::Value {
+    // Shown when the test fails: what witness said.
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     assert!(
         r.exists(),
         "no report; stderr:\n{}",
