@@ -234,6 +234,23 @@ fn coreutils_timeout_in_a_shell_loop_as_witness_s_child_is_a_7_second_timer_and_
     );
     let report = report_of(&out, &r);
     assert_seven_second_timer(&report);
+    // The server is what serves: each level's identity is the python that listened, never the
+    // shell loop witness started (which lived through every kill).
+    let procs = report["processes"].as_array().unwrap();
+    let shell = procs[0]["pid"].clone();
+    let served: Vec<&serde_json::Value> = procs
+        .iter()
+        .filter(|p| p["listened"] == true)
+        .map(|p| &p["pid"])
+        .collect();
+    assert!(served.len() >= 2, "two lives that served: {procs:#?}");
+    for l in report["levels"].as_array().unwrap() {
+        for side in ["identity_before", "identity_after"] {
+            let pid = &l[side]["pid"];
+            assert_ne!(*pid, shell, "{side} is the shell loop: {l:#}");
+            assert!(served.contains(&pid), "{side} {pid} never served: {l:#}");
+        }
+    }
     // The configuration names it too: the shell loop's `timeout 7`.
     assert!(
         report["suspicions"]
