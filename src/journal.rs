@@ -558,6 +558,10 @@ pub enum Event {
         port: u16,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         command: Vec<String>,
+        /// When (the run's clock) witness last looked and saw nobody listening: it began listening
+        /// between then and this event (a busy machine looks late).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unseen_s: Option<f64>,
     },
     /// witness sent a signal to the server's process group.
     SignalSent {

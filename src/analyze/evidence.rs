@@ -25,13 +25,9 @@ fn same(a: f64, b: f64) -> bool {
     (a - b).abs() <= (a.max(b) * 0.015).max(0.12)
 }
 
-/// How close a value must be to a round number for roundness to pick it among starts.
-fn near_round(v: f64) -> Option<f64> {
-    near_round_within(v, 0.15)
-}
-
-/// [`near_round`] with a floor of `slack` seconds on the tolerance (an attached listener's end is
-/// seen a poll late, more on a busy machine).
+/// The round value `v` sits at, for roundness to pick among starts: within max(2 %, `slack`
+/// seconds), the timer's jitter and how late its start or end was seen (an attached listener's end
+/// a poll late, more on a busy machine).
 fn near_round_within(v: f64, slack: f64) -> Option<f64> {
     ROUND_TIMERS
         .iter()
@@ -66,6 +62,9 @@ struct Ended {
     serving: bool,
     /// Seconds after its start it first listened, and first wrote a line.
     listen_after: Option<f64>,
+    /// How much earlier than `listen_after` it may have begun listening: the time since the last
+    /// look that saw nobody.
+    listen_early: f64,
     first_line_after: Option<f64>,
     /// A line naming a timer, written as it died: (line, the timer it names).
     words: Option<(String, f64)>,
@@ -138,12 +137,16 @@ fn short(s: &str) -> String {
 
 /// The process lives and tree exits of a run, as the claims need them.
 fn ended(recs: &[Record], lives: &[ProcessLife]) -> Vec<Ended> {
-    let first_listen = |pid: u32| {
+    // When it was first seen listening, and the last look before that saw nobody.
+    let listen_seen = |pid: u32| {
         recs.iter().find_map(|r| match &r.event {
-            Event::Listening { pid: p, .. } if *p == pid => Some(r.t_s),
+            Event::Listening {
+                pid: p, unseen_s, ..
+            } if *p == pid => Some((r.t_s, *unseen_s)),
             _ => None,
         })
     };
+    let first_listen = |pid: u32| listen_seen(pid).map(|(t, _)| t);
     let lines_of = |pid: u32, from: f64, to: f64| {
         recs.iter()
             .filter(move |r| r.t_s >= from - 0.001 && r.t_s <= to + 0.5)
@@ -184,6 +187,9 @@ fn ended(recs: &[Record], lives: &[ProcessLife]) -> Vec<Ended> {
             unknown: false,
             serving: first_listen(pid).is_some(),
             listen_after: first_listen(pid).map(|t| t - spawn_t),
+            listen_early: listen_seen(pid)
+                .map(|(t, unseen)| t - unseen.map_or(t, |u| u.max(spawn_t)))
+                .unwrap_or(0.0),
             first_line_after: lines.first().map(|(t, ..)| t - spawn_t),
             words,
             last_line: super::timeline::last_line(recs, pid, spawn_t, exit_t),
@@ -252,16 +258,33 @@ fn ended(recs: &[Record], lives: &[ProcessLife]) -> Vec<Ended> {
 }
 
 /// Starts a timer may have been armed at, as (seconds after the process start, words).
-fn starts(e: &Ended) -> Vec<(f64, String)> {
-    let mut s = vec![(0.0, "at process start".to_string())];
+/// Starts a timer may have been armed at: (seconds after the process start it was seen, how much
+/// earlier it may have been, words).
+fn starts(e: &Ended) -> Vec<(f64, f64, String)> {
+    let mut s = vec![(0.0, 0.0, "at process start".to_string())];
     if let Some(l) = e.listen_after.filter(|l| *l > 0.05) {
-        s.push((l, format!("when it began listening {l:.2} s after start")));
+        let early = e.listen_early.min(l);
+        let when = if early > 0.05 {
+            format!("{:.2}–{l:.2} s", l - early)
+        } else {
+            format!("{l:.2} s")
+        };
+        s.push((
+            l,
+            early,
+            format!("when it began listening {when} after start"),
+        ));
     }
     if let Some(l) = e
         .first_line_after
         .filter(|l| *l > 0.05 && e.listen_after.is_none_or(|x| (x - l).abs() > 0.05))
     {
-        s.push((l, format!("at its first output line, {l:.2} s after start")));
+        // A line is read off the server's pipe a moment after it was written.
+        s.push((
+            l,
+            0.1,
+            format!("at its first output line, {l:.2} s after start"),
+        ));
     }
     s
 }
@@ -279,15 +302,22 @@ fn value_and_start(e: &Ended, named: &[(f64, TimerSource)]) -> (f64, String, Opt
         let after = e.age - t;
         let armed = starts
             .iter()
-            .find(|(off, _)| (after - off).abs() <= (t * 0.02).max(0.15))
-            .map(|(_, w)| w.clone())
+            .find(|(off, early, _)| {
+                let tol = (t * 0.02).max(0.15);
+                after >= off - early - tol && after <= off + tol
+            })
+            .map(|(_, _, w)| w.clone())
             .unwrap_or_else(|| format!("about {after:.2} s after the process started (its age and the timer differ by {after:.2} s)"));
         return (*t, armed, Some(TimerSource::LogLine(line.clone())));
     }
     // A named timer that fits a start (fires on time, or up to a little late).
     let fit = named
         .iter()
-        .flat_map(|(v, src)| starts.iter().map(move |(off, w)| (*v, src, *off, w)))
+        .flat_map(|(v, src)| {
+            starts
+                .iter()
+                .map(move |(off, early, w)| (*v, src, *off - early / 2.0, w))
+        })
         .filter(|(v, _, off, _)| {
             let d = e.age - off - v;
             (-0.12..=(v * 0.1).max(1.1)).contains(&d)
@@ -302,17 +332,16 @@ fn value_and_start(e: &Ended, named: &[(f64, TimerSource)]) -> (f64, String, Opt
     }
     // A later start is seen late (witness looks for the listener every few milliseconds, later on
     // a busy machine): the value from it reads short of the timer by that much.
-    let from = |off: f64| {
+    // The value from a start seen `early` late lies between `v` and `v + early`: a round value in
+    // that span (give or take the timer's jitter) is the one the run's evidence allows.
+    let from = |off: f64, early: f64| {
         let v = e.age - off;
-        if off > 0.0 {
-            near_round_within(v, 0.45).filter(|r| v <= r + (r * 0.02).max(0.15))
-        } else {
-            near_round(v)
-        }
+        near_round_within(v + early / 2.0, early / 2.0 + 0.15)
+            .filter(|r| v <= r + (r * 0.02).max(0.15))
     };
     let round = starts
         .iter()
-        .filter_map(|(off, w)| Some((from(*off)?, off, w)))
+        .filter_map(|(off, early, w)| Some((from(*off, *early)?, off - early / 2.0, w)))
         .min_by(|a, b| {
             conventional(b.0).cmp(&conventional(a.0)).then(
                 (e.age - a.1 - a.0)
@@ -322,7 +351,7 @@ fn value_and_start(e: &Ended, named: &[(f64, TimerSource)]) -> (f64, String, Opt
         });
     match round {
         Some((r, _, w)) => (r, w.clone(), None),
-        None => (e.age, starts[0].1.clone(), None),
+        None => (e.age, starts[0].2.clone(), None),
     }
 }
 
@@ -333,8 +362,8 @@ pub fn exit_claims(recs: &[Record], lives: &[ProcessLife], settings: &Settings) 
     // A --timer value that fits a process's age from one of its starts.
     let flag_fits = |e: &Ended| {
         settings.timers_s.iter().any(|v| {
-            starts(e).iter().any(|(off, _)| {
-                let d = e.age - off - v;
+            starts(e).iter().any(|(off, early, _)| {
+                let d = e.age - (off - early / 2.0) - v;
                 (-0.12..=(v * 0.1).max(1.1)).contains(&d)
             })
         })
@@ -576,8 +605,8 @@ mod tests {
 
     #[test]
     fn roundness_picks_a_start_but_claims_nothing_alone() {
-        assert_eq!(near_round(5.01), Some(5.0));
-        assert_eq!(near_round(7.03), Some(7.0));
-        assert_eq!(near_round(1.48), None);
+        assert_eq!(near_round_within(5.01, 0.15), Some(5.0));
+        assert_eq!(near_round_within(7.03, 0.15), Some(7.0));
+        assert_eq!(near_round_within(1.48, 0.15), None);
     }
 }

@@ -150,6 +150,8 @@ const LISTEN_POLL: Duration = Duration::from_millis(50);
 fn watch_listener(port: u16, journal: Journal) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut known: Option<Identity> = None;
+        // The last look that saw nobody listening: the listener began after it.
+        let mut unseen: Option<f64> = None;
         loop {
             // Until someone listens, look often: when the server began listening is the start a
             // timer armed then counts from.
@@ -160,6 +162,7 @@ fn watch_listener(port: u16, journal: Journal) -> tokio::task::JoinHandle<()> {
             })
             .await;
             let k = known.clone();
+            let before = journal.now_s();
             let seen = tokio::task::spawn_blocking(move || match k {
                 Some(k) if super::identity_of(k.pid).as_ref() == Some(&k) => Some(Some(k)),
                 _ => super::our_listener(port).map(Some),
@@ -168,6 +171,7 @@ fn watch_listener(port: u16, journal: Journal) -> tokio::task::JoinHandle<()> {
             .ok()
             .flatten();
             let Some(Some(now)) = seen else {
+                unseen = Some(before);
                 continue;
             };
             if known.as_ref() != Some(&now) {
@@ -176,6 +180,7 @@ fn watch_listener(port: u16, journal: Journal) -> tokio::task::JoinHandle<()> {
                     start_time: now.start_time,
                     port,
                     command: tree::command_of(now.pid),
+                    unseen_s: unseen.take(),
                 });
                 known = Some(now);
             }
