@@ -140,6 +140,36 @@ pub struct ProcessLife {
     pub last_line: Option<String>,
 }
 
+impl ProcessLife {
+    /// A life as it begins: started at `t_s`, not yet ended.
+    fn started(
+        pid: u32,
+        start_time: u64,
+        t_s: f64,
+        command: &[String],
+        ppid: Option<u32>,
+        listened: bool,
+    ) -> Self {
+        ProcessLife {
+            pid,
+            start_time,
+            spawn_t_s: t_s,
+            exit_t_s: None,
+            age_s: None,
+            status: None,
+            meaning: None,
+            requested: false,
+            oom_killed: false,
+            signal: None,
+            log_lines: Vec::new(),
+            command: command.to_vec(),
+            ppid,
+            listened,
+            last_line: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LogLine {
     pub t_s: f64,
@@ -545,23 +575,14 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                 start_time,
                 command,
                 ..
-            } => lives.push(ProcessLife {
-                pid: *pid,
-                start_time: *start_time,
-                spawn_t_s: r.t_s,
-                exit_t_s: None,
-                age_s: None,
-                status: None,
-                meaning: None,
-                requested: false,
-                oom_killed: false,
-                signal: None,
-                log_lines: Vec::new(),
-                command: command.clone(),
-                ppid: None,
-                listened: listening.contains(pid),
-                last_line: None,
-            }),
+            } => lives.push(ProcessLife::started(
+                *pid,
+                *start_time,
+                r.t_s,
+                command,
+                None,
+                listening.contains(pid),
+            )),
             // A process of the tree that served (under a shell loop or `timeout`): a life of the
             // server's like the root's.
             Event::WorkerStart {
@@ -569,25 +590,9 @@ pub fn process_lives(recs: &[Record]) -> Vec<ProcessLife> {
                 ppid,
                 start_time,
                 command,
-            } if listening.contains(pid) && !lives.iter().any(|l| l.pid == *pid) => {
-                lives.push(ProcessLife {
-                    pid: *pid,
-                    start_time: *start_time,
-                    spawn_t_s: r.t_s,
-                    exit_t_s: None,
-                    age_s: None,
-                    status: None,
-                    meaning: None,
-                    requested: false,
-                    oom_killed: false,
-                    signal: None,
-                    log_lines: Vec::new(),
-                    command: command.clone(),
-                    ppid: Some(*ppid),
-                    listened: true,
-                    last_line: None,
-                })
-            }
+            } if listening.contains(pid) && !lives.iter().any(|l| l.pid == *pid) => lives.push(
+                ProcessLife::started(*pid, *start_time, r.t_s, command, Some(*ppid), true),
+            ),
             Event::WorkerExit {
                 pid,
                 age_s,
