@@ -192,7 +192,7 @@ fn ended(recs: &[Record], lives: &[ProcessLife]) -> Vec<Ended> {
                 .unwrap_or(0.0),
             first_line_after: lines.first().map(|(t, ..)| t - spawn_t),
             words,
-            last_line: super::timeline::last_line(recs, pid, spawn_t, exit_t),
+            last_line: None,
             said_why,
         }
     };
@@ -213,6 +213,8 @@ fn ended(recs: &[Record], lives: &[ProcessLife]) -> Vec<Ended> {
             exit_t,
             age,
         );
+        // The life already carries its last words (process_lives read them once).
+        e.last_line = l.last_line.clone();
         e.signal = l.signal.clone();
         e.unknown = l.status == Some(-1);
         e.code = match (l.status, &l.signal) {
@@ -250,6 +252,7 @@ fn ended(recs: &[Record], lives: &[ProcessLife]) -> Vec<Ended> {
         );
         e.code = *code;
         e.signal = signal.clone();
+        e.last_line = super::timeline::last_line(recs, *pid, r.t_s - age_s, r.t_s);
         if e.fired(false).is_some() {
             out.push(e);
         }
