@@ -210,20 +210,43 @@ struct Shared {
     stdio: Option<McpTarget>,
     /// The supervised server's state (a process or container witness runs).
     state: Option<tokio::sync::watch::Receiver<State>>,
-    /// When a server process last came back after an exit (run clock, f64 bits; 0 before any).
-    back_s: AtomicU64,
+    /// The server process now running and when witness first saw it running (run clock): no send
+    /// counts as due before it. Keyed by identity, so a return seen late (by the watcher or by a
+    /// send) is never mistaken for an earlier process's.
+    back: Mutex<Option<(Identity, f64)>>,
 }
 
 /// One worker's MCP session for one kind.
 type SharedSession = Arc<tokio::sync::Mutex<Session>>;
 
 impl Shared {
+    /// The server process running now, if witness supervises one and one runs.
+    fn running(&self) -> Option<Identity> {
+        self.state.as_ref().and_then(|s| s.borrow().identity())
+    }
+
+    /// When `id` came back: the first time witness saw it running (recorded now if this is that time).
+    fn back_for(&self, id: &Identity) -> f64 {
+        let mut b = self.back.lock().unwrap_or_else(|p| p.into_inner());
+        match &*b {
+            Some((seen, t)) if seen == id => *t,
+            _ => {
+                let t = self.clock.now_s();
+                *b = Some((id.clone(), t));
+                t
+            }
+        }
+    }
+
     async fn send(&self, kind: usize, worker: u32, sched: &Schedule, rng: &mut StdRng) {
         let k = &self.plan.kinds[kind];
         // Never the harness's wait: a send due while the server is down waits for the new
         // process, and counts as due no earlier than when it came back.
         let mut due = *sched;
-        let back_before = self.back_s.load(Ordering::Relaxed);
+        let before = self.running();
+        if let Some(id) = &before {
+            self.back_for(id);
+        }
         if let Some(mut state) = self.state.clone() {
             if let Gate::Go { waited: true } = gate::server_up(&mut state, None).await {
                 due.next_s = due.next_s.max(self.clock.now_s());
@@ -255,13 +278,16 @@ impl Shared {
         // server's last return: a send that itself waited for a restart (a stdio call waits inside
         // the link for a process that died under it, and its new session) is due when it went; one
         // made late by an earlier send's wait is due from the server's return.
-        let back = self.back_s.load(Ordering::Relaxed);
-        let back_s = if back != back_before {
-            start_s
-        } else {
-            f64::from_bits(back).min(start_s)
+        let after = self.running();
+        let back_s = match &after {
+            // The process changed during this send: it waited for the new one, due when it went.
+            _ if after != before => Some(start_s),
+            Some(id) => Some(self.back_for(id).min(start_s)),
+            None => None,
         };
-        due.next_s = due.next_s.max(back_s);
+        if let Some(b) = back_s {
+            due.next_s = due.next_s.max(b);
+        }
         let scheduled = due.late(start_s);
         {
             let mut l = self.live.lock().unwrap_or_else(|p| p.into_inner());
@@ -650,16 +676,22 @@ impl Soak<'_> {
             mcp: Default::default(),
             stdio: self.stdio.clone(),
             state: self.state.clone(),
-            back_s: AtomicU64::new(0f64.to_bits()),
+            // The first process is the soak's own start: it was there before any send was due.
+            back: Mutex::new(
+                self.state
+                    .as_ref()
+                    .and_then(|s| s.borrow().identity())
+                    .map(|id| (id, 0.0)),
+            ),
         });
         // Notes when the server comes back from each restart: no send counts as due before it.
         let watch_back = self.state.clone().map(|mut state| {
             let sh = shared.clone();
             tokio::spawn(async move {
                 while state.changed().await.is_ok() {
-                    if matches!(&*state.borrow_and_update(), State::Running(_)) {
-                        sh.back_s
-                            .store(sh.clock.now_s().to_bits(), Ordering::Relaxed);
+                    let running = state.borrow_and_update().identity();
+                    if let Some(id) = running {
+                        sh.back_for(&id);
                     }
                 }
             })
