@@ -66,8 +66,12 @@ impl Cli {
         let Some(clap::error::ContextValue::String(bad)) =
             err.get(clap::error::ContextKind::InvalidArg).cloned()
         else {
-            return Err(no_trailing_tip(err));
+            return Err(no_trailing_tip(err, &args));
         };
+        // The commonest slip: a server's command without the `--` before it.
+        if !bad.starts_with('-') {
+            return Err(command_without_dash_dash(err, &args, &bad));
+        }
         // clap names only the first short-flag piece of "-1s" ("-1"): find the whole word.
         let negative = |a: &std::ffi::OsString| {
             let a = a.to_string_lossy();
@@ -87,15 +91,27 @@ impl Cli {
                 joined.extend_from_slice(&args[i + 1..]);
                 Self::parse_args(joined)
             }
-            _ => Err(no_trailing_tip(err)),
+            _ => Err(no_trailing_tip(err, &args)),
         }
     }
 }
 
+/// The subcommand the arguments name (`wrap`, `load` …), if any.
+fn subcommand(args: &[std::ffi::OsString]) -> Option<String> {
+    args.iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .find(|a| !a.starts_with('-'))
+}
+
+/// Subcommands that run a server's command given after `--`.
+const TAKES_COMMAND: [&str; 4] = ["wrap", "load", "soak", "replay"];
+
 /// An unknown flag: clap's tip "to pass '--urll' as a value, use '-- --urll'" would, in witness,
-/// start the server's command with that flag. It is replaced by what `--` means here; clap's own
-/// "a similar argument exists" stays.
-fn no_trailing_tip(mut err: clap::Error) -> clap::Error {
+/// start the server's command with that flag. It is replaced by a tip that fits: what `--` means
+/// here when one was typed, else where the subcommand's flags are listed; clap's own "a similar
+/// argument exists" stays.
+fn no_trailing_tip(mut err: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
     use clap::builder::StyledStr;
     use clap::error::{ContextKind, ContextValue};
     let Some(ContextValue::StyledStrs(tips)) = err.get(ContextKind::Suggested).cloned() else {
@@ -106,10 +122,52 @@ fn no_trailing_tip(mut err: clap::Error) -> clap::Error {
         return err;
     }
     let mut kept: Vec<StyledStr> = tips.into_iter().filter(|t| !value_tip(t)).collect();
-    kept.push(StyledStr::from(
-        "everything after `--` is the server's command; witness's own flags go before it (see --help)",
-    ));
+    let sub = subcommand(args).unwrap_or_default();
+    kept.push(StyledStr::from(if args.iter().any(|a| a == "--") {
+        "everything after `--` is the server's command; witness's own flags go before it"
+            .to_string()
+    } else {
+        format!("`witness {sub} --help` lists its flags")
+    }));
     err.insert(ContextKind::Suggested, ContextValue::StyledStrs(kept));
+    err
+}
+
+/// A word witness did not expect where its flags are (`witness wrap --restart on-failure python3 -m
+/// http.server`): the server's command, which goes after `--`.
+fn command_without_dash_dash(
+    mut err: clap::Error,
+    args: &[std::ffi::OsString],
+    bad: &str,
+) -> clap::Error {
+    use clap::builder::StyledStr;
+    use clap::error::{ContextKind, ContextValue};
+    let Some(sub) = subcommand(args).filter(|s| TAKES_COMMAND.contains(&s.as_str())) else {
+        return err;
+    };
+    if args.iter().any(|a| a == "--") {
+        return err;
+    }
+    let at = args.iter().position(|a| a == bad).unwrap_or(args.len());
+    let shown = |a: &[std::ffi::OsString]| {
+        a.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let fixed = format!(
+        "witness {} -- {}",
+        shown(&args[2.min(at)..at]),
+        shown(&args[at..])
+    )
+    .replace("  ", " ");
+    err.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![StyledStr::from(format!(
+            "the server's command goes after `--`, witness's own flags before it: `{}`",
+            fixed.replacen("witness ", &format!("witness {sub} "), 1)
+        ))]),
+    );
     err
 }
 
@@ -172,7 +230,9 @@ Words:
                       send their next request as soon as their last one ended (a closed loop)
   cliff               a level whose slowest ok request (its p99 when every level has 100 ok
                       requests) took more than n × the lowest level's per-request figure ×
-                      --factor (+ --cliff-slack): requests queued behind each other
+                      --factor (+ --cliff-slack): worse than a queue. A server that serves
+                      requests one at a time, each waiting its turn, is a line and passes; a
+                      cliff is slower than even that (a lock held longer under load, a stall)
   identity            which server answered: the process id and its start time (a container's id
                       and StartedAt); a change between two probes is a restart
   settle              the wait after a level (--settle) before health and identity are probed again
@@ -639,9 +699,14 @@ pub struct ReportArgs {
     /// Journals written by wrap, load or soak (complete, or cut off by a crash). Several are put on
     /// one clock by their wall-clock anchors and analysed as one run. None: the latest run's
     /// journal (see --last), found in witness's journal folder ($XDG_STATE_HOME/witness, else
-    /// ~/.local/state/witness) and its index of runs given --journal elsewhere.
+    /// ~/.local/state/witness) and its index of runs given --journal elsewhere: of the runs you
+    /// started from this directory when there are any, else of every run recorded there.
     #[arg(value_name = "JOURNAL")]
     pub journals: Vec<PathBuf>,
+    /// A run still going: keep reading its journal until it ends, then report the whole run (a run
+    /// that already ended is reported at once).
+    #[arg(long, conflicts_with_all = ["list", "k6", "clock_offset"])]
+    pub follow: bool,
     /// Without JOURNAL: open the N-th most recent run's journal (1: the latest, the default).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), conflicts_with_all = ["journals", "k6", "list"])]
     pub last: Option<u32>,

@@ -84,6 +84,12 @@ pub struct Header {
     /// that put it on this journal's clock and how far that shift can be trusted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<clock::SourceInfo>,
+    /// The directory witness was started from and the user it ran as: a bare `witness report`
+    /// prefers the runs of the same user from the same directory. None in older journals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
 }
 
 impl Header {
@@ -107,6 +113,11 @@ impl Header {
             mode: mode.into(),
             clock: Some(clock::ClockState::read()),
             sources: Vec::new(),
+            cwd: std::env::current_dir()
+                .ok()
+                .and_then(|d| d.to_str().map(str::to_string)),
+            // SAFETY: getuid has no preconditions and cannot fail.
+            uid: Some(unsafe { libc::getuid() }),
         }
     }
 }
@@ -357,12 +368,55 @@ impl Probe {
             self.text()
         }
     }
+    /// The status number, or why no status came, in a person's words ("refused (nothing
+    /// listens)", "no answer in time").
     pub fn text(&self) -> String {
         match (self.status, &self.error) {
             (Some(s), _) => s.to_string(),
-            (None, Some(e)) => e.clone(),
+            (None, Some(e)) => probe_error_words(e, None),
             (None, None) if self.connected => "connected".into(),
             (None, None) => "none".into(),
+        }
+    }
+    /// [`Probe::text`], with the address asked where it tells more ("refused (nothing listens on
+    /// 127.0.0.1:8080)").
+    pub fn text_at(&self, at: &str) -> String {
+        match (self.status, &self.error) {
+            (None, Some(e)) => probe_error_words(e, Some(at)),
+            _ => self.text(),
+        }
+    }
+}
+
+/// A probe's journalled error name (`ConnectionRefused`, `TimeoutError`, an I/O error kind) in a
+/// person's words.
+pub fn probe_error_words(name: &str, at: Option<&str>) -> String {
+    let on = |what: &str| match at {
+        Some(a) => format!("{what} on {a}"),
+        None => what.to_string(),
+    };
+    match name {
+        "ConnectionRefused" | "ConnectRefused" => format!("refused ({})", on("nothing listens")),
+        "ConnectionReset" => "reset by the server".into(),
+        "TimeoutError" => "no answer in time".into(),
+        "ClosedBeforeResponse" => "closed before answering".into(),
+        "ProtocolError" => "an answer that is not HTTP".into(),
+        "ConnectError" => match at {
+            Some(a) => format!("could not connect to {a}"),
+            None => "could not connect".into(),
+        },
+        "TlsCertificate" => "its certificate is not trusted".into(),
+        "TlsError" => "TLS failed".into(),
+        other => {
+            // An I/O error kind's name (`AddrNotAvailable`): its words, lower case.
+            let mut words = String::new();
+            for (i, c) in other.chars().enumerate() {
+                if c.is_uppercase() && i > 0 {
+                    words.push(' ');
+                }
+                words.extend(c.to_lowercase());
+            }
+            words
         }
     }
 }

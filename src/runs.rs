@@ -188,6 +188,28 @@ fn read_end(path: &Path) -> Option<String> {
     })
 }
 
+/// The witness pid of a run still going: its journal has no end yet and the witness that wrote it
+/// still runs.
+pub fn live(path: &Path) -> Option<u32> {
+    let h = read_header(path)?;
+    (read_end(path).is_none() && running(&h)).then_some(h.pid)
+}
+
+/// Of `runs`, those this user started from this directory, as their headers say (in order).
+pub fn from_here(runs: &[PathBuf]) -> Vec<PathBuf> {
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|d| d.to_str().map(str::to_string));
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    runs.iter()
+        .filter(|p| {
+            read_header(p).is_some_and(|h| h.uid == Some(uid) && h.cwd.is_some() && h.cwd == cwd)
+        })
+        .cloned()
+        .collect()
+}
+
 /// Whether the witness that wrote the header still runs (same host, its pid still a witness).
 fn running(h: &Header) -> bool {
     let host = nix::unistd::gethostname()

@@ -431,3 +431,74 @@ mod tests {
         assert!(parse_size("2000000GiB").unwrap_err().contains("1TiB"));
     }
 }
+
+/// A duration as every view shows it, in the unit that fits it: "85µs", "1.24ms", "12.5ms",
+/// "240ms", "2.414s", "85.03s" (three figures below a second, milliseconds above). One word (no space), so a table's columns and a
+/// reader's eye keep it whole.
+pub fn took(s: f64) -> String {
+    if !s.is_finite() {
+        return "-".into();
+    }
+    let a = s.abs();
+    if a < 0.000_999_5 {
+        format!("{:.0}µs", s * 1e6)
+    } else if a < 0.009_995 {
+        format!("{:.2}ms", s * 1e3)
+    } else if a < 0.099_95 {
+        format!("{:.1}ms", s * 1e3)
+    } else if a < 0.999_5 {
+        format!("{:.0}ms", s * 1e3)
+    } else if a < 9.999_5 {
+        // Seconds keep their milliseconds: 1.003 s and 1.005 s are not one figure.
+        format!("{s:.3}s")
+    } else if a < 99.995 {
+        format!("{s:.2}s")
+    } else {
+        format!("{s:.1}s")
+    }
+}
+
+/// A span of durations ("1.02–1.05s", "85µs–1.20ms"): one unit when both share it.
+pub fn took_span(lo: f64, hi: f64) -> String {
+    let (a, b) = (took(lo), took(hi));
+    if a == b {
+        return a;
+    }
+    let unit = |t: &str| {
+        t.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-')
+            .to_string()
+    };
+    if unit(&a) == unit(&b) {
+        format!("{}–{b}", a.trim_end_matches(unit(&a).as_str()))
+    } else {
+        format!("{a}–{b}")
+    }
+}
+
+#[cfg(test)]
+mod took_tests {
+    use super::{took, took_span};
+
+    #[test]
+    fn a_duration_is_shown_in_the_unit_that_fits_it_to_three_figures() {
+        let cases = [
+            (0.000_085, "85µs"),
+            (0.000_999_4, "999µs"),
+            (0.000_999_6, "1.00ms"),
+            (0.001_24, "1.24ms"),
+            (0.012_5, "12.5ms"),
+            (0.24, "240ms"),
+            (0.999_6, "1.000s"),
+            (2.414, "2.414s"),
+            (85.0, "85.00s"),
+            (240.0, "240.0s"),
+            (0.0, "0µs"),
+        ];
+        for (s, want) in cases {
+            assert_eq!(took(s), want, "{s}");
+        }
+        assert_eq!(took_span(1.02, 1.05), "1.020–1.050s");
+        assert_eq!(took_span(0.000_085, 0.0012), "85µs–1.20ms");
+        assert_eq!(took_span(2.0, 2.0), "2.000s");
+    }
+}

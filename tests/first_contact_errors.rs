@@ -251,18 +251,52 @@ fn a_mistyped_flag_gets_a_tip_that_fits_witness_not_clap_s_dash_dash_one() {
     let err = fails(&["load", "--urll", "http://127.0.0.1:9/"], 2);
     assert!(!err.contains("'-- --urll'"), "{err}");
     assert!(err.contains("a similar argument exists: '--url'"), "{err}");
+    // No `--` was typed: no tip about it, but where the flags are listed.
+    assert!(!err.contains("after `--`"), "{err}");
     assert!(
-        err.contains("everything after `--` is the server's command"),
+        err.contains("`witness load --help` lists its flags"),
         "{err}"
     );
     let err = fails(&["wrap", "--restrat", "always", "--", "true"], 2);
     assert!(!err.contains("'-- --restrat'"), "{err}");
     assert!(err.contains("'--restart'"), "{err}");
-    // With no flag alike, the tip about `--` still replaces clap's.
-    let err = fails(&["load", "--url", "http://127.0.0.1:9/", "--zzz"], 2);
-    assert!(!err.contains("'-- --zzz'"), "{err}");
     assert!(
         err.contains("everything after `--` is the server's command"),
+        "{err}"
+    );
+    // A flag replay does not have: no tip about a `--` nobody typed.
+    let err = fails(&["replay", "calls.jsonl", "--rounds", "3"], 2);
+    assert!(!err.contains("`--`"), "{err}");
+    assert!(
+        err.contains("`witness replay --help` lists its flags"),
+        "{err}"
+    );
+}
+
+/// The commonest slip, a server's command without `--` before it, is answered with the command
+/// line as it should have been typed.
+#[test]
+fn a_server_command_without_dash_dash_is_answered_with_the_line_that_has_it() {
+    let err = fails(
+        &[
+            "wrap",
+            "--restart",
+            "on-failure",
+            "python3",
+            "-m",
+            "http.server",
+        ],
+        2,
+    );
+    assert!(
+        err.contains(
+            "the server's command goes after `--`, witness's own flags before it: `witness wrap --restart on-failure -- python3 -m http.server`"
+        ),
+        "{err}"
+    );
+    let err = fails(&["load", "--url", "http://127.0.0.1:9/", "toy_server"], 2);
+    assert!(
+        err.contains("`witness load --url http://127.0.0.1:9/ -- toy_server`"),
         "{err}"
     );
 }

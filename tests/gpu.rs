@@ -112,7 +112,7 @@ fn witness_gpu_without_a_driver_explains_and_exits_3() {
 }
 
 #[test]
-fn wrap_with_gpu_auto_and_no_driver_runs_normally_and_says_not_sampled() {
+fn wrap_with_gpu_auto_and_no_driver_runs_normally_and_only_the_report_says_not_sampled() {
     let dir = tempdir();
     let report = dir.join("r.json");
     let mut c = witness();
@@ -121,14 +121,10 @@ fn wrap_with_gpu_auto_and_no_driver_runs_normally_and_says_not_sampled() {
     let err = stderr(&o);
     // The server's own exit status (toy_server --die-after exits 1): wrap ran as usual.
     assert_eq!(o.status.code(), Some(1), "{err}");
-    // wrap stays transparent: nothing before the server's output, then one line in the summary.
-    assert_eq!(err.matches("no NVIDIA driver").count(), 1, "{err}");
-    assert!(
-        err.contains(&format!(
-            "\ngpu: not sampled: no NVIDIA driver — {lib} not found\n"
-        )),
-        "{err}"
-    );
+    // wrap stays transparent, and a machine with no GPU gets no GPU words (as load's summary): the
+    // JSON report says why none was sampled.
+    assert_eq!(err.matches("no NVIDIA driver").count(), 0, "{err}");
+    assert!(!err.contains("gpu: not sampled"), "{err}");
     assert!(
         err.contains("exited with code 1"),
         "the timeline is there: {err}"

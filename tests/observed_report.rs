@@ -80,10 +80,10 @@ fn the_report_of_a_wrap_journal_tables_the_calls_and_ties_the_cut_off_one_to_the
         cells[9], "1.005s",
         "max of the ok calls, not the cut-off one: {row}"
     );
-    assert!(row.ends_with("connection closed 1 after 0.84s"), "{row}");
+    assert!(row.ends_with("connection closed 1 after 840ms"), "{row}");
     assert!(
         text.contains(&format!(
-            "call 6 tools/call slow: connection closed after 0.84s: server pid 4242 exited with 124 (after log line '{WATCHDOG}')"
+            "call 6 tools/call slow: connection closed after 840ms: server pid 4242 exited with 124 (after log line '{WATCHDOG}')"
         )),
         "{text}"
     );

@@ -547,6 +547,13 @@ fn sigint_during_a_level_is_interrupted_not_fail_and_the_request_in_flight_is_jo
     let stderr = stderr_of(&out);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("verdict: INTERRUPTED"), "{stderr}");
+    // stdout, where a script reads the levels, has the interrupted level too, as the report does.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let row = stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("2"))
+        .unwrap_or_else(|| panic!("no row for level 2 on stdout:\n{stdout}"));
+    assert!(row.contains("INTERRUPTED"), "{row}");
     let report = json(&r);
     assert_eq!(report["verdict"], "interrupted");
     let l = &levels(&report)[0];

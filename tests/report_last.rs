@@ -99,7 +99,7 @@ fn report_with_no_journal_opens_the_latest_run_and_last_2_the_one_before() {
     assert_eq!(latest.status.code(), Some(0), "{err}");
     assert!(
         err.contains(&format!(
-            "witness: reading the latest run: {}",
+            "witness: reading the latest run started from this directory by you: {}",
             second_journal.display()
         )),
         "{err}"
@@ -116,7 +116,7 @@ fn report_with_no_journal_opens_the_latest_run_and_last_2_the_one_before() {
     assert_eq!(before.status.code(), Some(0), "{err}");
     assert!(
         err.contains(&format!(
-            "witness: reading run 2 back (--last 2): {}",
+            "witness: reading run 2 back (--last 2) started from this directory by you: {}",
             first_journal.display()
         )),
         "{err}"
@@ -422,4 +422,106 @@ fn the_listing_masks_a_credential_as_the_journal_does() {
     );
     assert!(out.contains("ended: refused"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A bare `witness report` prefers the runs started from the same directory: a newer run from
+/// another directory (another project's, or another user's sharing the folder) is not opened.
+#[test]
+fn a_bare_report_opens_the_latest_run_from_this_directory_not_a_newer_one_from_elsewhere() {
+    let dir = tempdir("report-here");
+    let state = dir.join("state");
+    let (here, there) = (dir.join("here"), dir.join("there"));
+    std::fs::create_dir_all(&here).unwrap();
+    std::fs::create_dir_all(&there).unwrap();
+    let mine = run_bounded(
+        witness_in(&state, &["wrap", "--", "sh", "-c", "exit 3"]).current_dir(&here),
+        LIMIT,
+    );
+    assert_eq!(mine.status.code(), Some(3), "{}", text(&mine.stderr));
+    let newer = run_bounded(
+        witness_in(&state, &["wrap", "--", "sh", "-c", "exit 5"]).current_dir(&there),
+        LIMIT,
+    );
+    assert_eq!(newer.status.code(), Some(5), "{}", text(&newer.stderr));
+    let report = run_bounded(witness_in(&state, &["report"]).current_dir(&here), LIMIT);
+    let (out, err) = (text(&report.stdout), text(&report.stderr));
+    assert_eq!(report.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "witness: reading the latest run started from this directory by you: {}",
+            journal_of(&mine).display()
+        )),
+        "{err}"
+    );
+    assert!(out.contains("exited with 3"), "{out}");
+    // From a directory no run started in: the newest of all, said as such.
+    let report = run_bounded(witness_in(&state, &["report"]).current_dir(&dir), LIMIT);
+    let err = text(&report.stderr);
+    assert!(
+        err.contains(&format!(
+            "witness: reading the latest run of any directory (none was started from this one by you): {}",
+            journal_of(&newer).display()
+        )),
+        "{err}"
+    );
+}
+
+/// `witness report` of a run still going says it is live (not cut off, not interrupted), and
+/// `--follow` waits for its end and reports the whole run.
+#[test]
+fn a_report_of_a_run_still_going_says_it_is_live_and_follow_waits_for_its_end() {
+    let dir = tempdir("report-live");
+    let state = dir.join("state");
+    let journal = dir.join("live.jsonl");
+    let mut run = witness_in(
+        &state,
+        &[
+            "wrap",
+            "--journal",
+            journal.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "echo up; sleep 3; exit 4",
+        ],
+    );
+    run.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = run.spawn().unwrap();
+    wait_until("the server's first line journalled", LIMIT, || {
+        std::fs::read_to_string(&journal).is_ok_and(|t| t.contains("\"spawn\""))
+    });
+    let live = run_bounded(
+        &mut witness_in(&state, &["report", journal.to_str().unwrap()]),
+        LIMIT,
+    );
+    let (out, err) = (text(&live.stdout), text(&live.stderr));
+    assert_eq!(live.status.code(), Some(0), "{err}");
+    assert!(err.contains("is a run still going (witness pid"), "{err}");
+    assert!(
+        out.contains("live: the run is still going (witness pid"),
+        "{out}"
+    );
+    assert!(!out.contains("no end record"), "{out}");
+    assert!(!out.contains("stopped or crashed"), "{out}");
+    let json = run_bounded(
+        &mut witness_in(
+            &state,
+            &["report", journal.to_str().unwrap(), "--format", "json"],
+        ),
+        LIMIT,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["live_witness_pid"], child.id(), "{v:#}");
+    // --follow: the report comes once the run ended, whole.
+    let followed = run_bounded(
+        &mut witness_in(&state, &["report", "--follow", journal.to_str().unwrap()]),
+        LIMIT,
+    );
+    let (out, err) = (text(&followed.stdout), text(&followed.stderr));
+    assert_eq!(followed.status.code(), Some(0), "{err}");
+    assert!(err.contains("following"), "{err}");
+    assert!(out.contains("exited with 4"), "{out}");
+    assert!(!out.contains("live:"), "{out}");
+    let done = wait_bounded(child, LIMIT);
+    assert_eq!(done.status.code(), Some(4));
 }

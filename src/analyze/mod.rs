@@ -187,8 +187,11 @@ pub struct Analysis {
     pub hostname: String,
     /// The last timestamp in the journal.
     pub end_s: f64,
-    /// Set when the journal ends without a clean end (crash, kill): "partial: journal ends at t=…".
+    /// Set when the journal ends without a clean end (crash, kill): "partial: journal ends at t=…";
+    /// or, for a run still going, "live: …" (see [`still_running`]).
     pub partial: Option<String>,
+    /// The pid of the witness still writing this run's journal (see [`still_running`]).
+    pub live: Option<u32>,
     pub settings: Settings,
     pub processes: Vec<ProcessLife>,
     /// Lifecycle events as the report shows them (each with t_s, kind, pid).
@@ -198,6 +201,8 @@ pub struct Analysis {
     pub restarts: u32,
     /// The status of the last process to exit (wrap's own exit code).
     pub last_status: Option<i32>,
+    /// The code witness itself exited with, as its end record says (None: no end record).
+    pub exit_code: Option<i32>,
     /// Warnings and errors the run noted.
     pub notes: Vec<(f64, String, String)>,
     /// GPU readings per device, or why there are none.
@@ -284,6 +289,10 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         .count() as u32;
     let last_status = recs.iter().rev().find_map(|r| match r.event {
         Event::Exit { status, .. } => Some(status),
+        _ => None,
+    });
+    let exit_code = recs.iter().rev().find_map(|r| match r.event {
+        Event::End { exit_code, .. } => Some(exit_code),
         _ => None,
     });
     let partial = partial_reason(recs, end_s, read.truncated.as_deref());
@@ -436,6 +445,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     cuts.finish(&mut suspicions, &named);
     suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     Analysis {
+        live: None,
         mode: header.mode.clone(),
         command: header.command.clone(),
         started_at: header.started_at.clone(),
@@ -455,6 +465,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         processes,
         restarts,
         last_status,
+        exit_code: exit_code.flatten(),
         notes,
         gpu: gpu::section(recs),
         merged,
@@ -486,6 +497,31 @@ fn end_reason(recs: &[Record]) -> Option<String> {
         Event::End { reason, .. } => Some(reason.clone()),
         _ => None,
     })
+}
+
+/// The run is still going (the witness that writes its journal runs, pid `pid`): the journal so far
+/// is live, not cut off. Every view says so where it would have said "no end record": the run's
+/// and the soak's verdict are "running", and a level under way is "running", not "interrupted".
+pub fn still_running(a: &mut Analysis, pid: u32) {
+    let so_far = format!("t={:.3}s", a.end_s);
+    a.live = Some(pid);
+    a.partial = Some(format!(
+        "live: the run is still going (witness pid {pid}); this is its journal up to {so_far}"
+    ));
+    if let Some(l) = a.load.as_mut() {
+        verdict::still_running(l);
+    }
+    if let Some(s) = a.soak.as_mut() {
+        if s.verdict == "incomplete" {
+            s.verdict = "running".into();
+            s.reasons.clear();
+            s.reasons
+                .push(format!("still going: no violation seen up to {so_far}"));
+        }
+        s.aborted_reason = Some(format!(
+            "still going (witness pid {pid}): its journal up to {so_far}"
+        ));
+    }
 }
 
 /// Why the run is partial, in the words every view uses, or None if it ended cleanly. `end`: the

@@ -786,7 +786,7 @@ pub(crate) mod tests {
         let words = g[0].words_as("call", "calls", " tools/call slow:");
         assert!(
             words.starts_with(
-                "calls 3–7 (5) tools/call slow: connection closed after 1.96–2.00s: server pid 1234 exited with 137"
+                "calls 3–7 (5) tools/call slow: connection closed after 1.960–2.000s: server pid 1234 exited with 137"
             ),
             "{words}"
         );

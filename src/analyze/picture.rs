@@ -766,7 +766,13 @@ fn markers(recs: &[Record], lives: &[ProcessLife], suspicions: &[Suspicion]) -> 
                             ""
                         }
                     ),
-                    if *requested { "info" } else { "bad" },
+                    // Asked to stop, or ended cleanly on its own (exit 0: a stdio server whose
+                    // client closed its stdin): not a failure.
+                    if *requested || (*code == Some(0) && signal.is_none()) {
+                        "info"
+                    } else {
+                        "bad"
+                    },
                 );
             }
             Event::Restart {
@@ -1405,7 +1411,7 @@ mod tests {
         let p = &a.picture.probes;
         assert_eq!(p.len(), 1);
         assert!(!p[0].healthy);
-        assert_eq!(p[0].result, "ConnectRefused");
+        assert_eq!(p[0].result, "refused (nothing listens)");
     }
 
     #[test]

@@ -70,6 +70,11 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
     let refused = recs
         .iter()
         .any(|r| matches!(r.event, Event::Ready { ok: false, .. }));
+    // Attached: the first server process was there before witness.
+    let attached = recs
+        .iter()
+        .find(|r| matches!(r.event, Event::Spawn { .. }))
+        .is_some_and(|r| r.t_s < 0.0);
     let mut out = Vec::new();
     for r in recs {
         let t = r.t_s;
@@ -90,7 +95,16 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
                 } else {
                     String::new()
                 };
-                (Some(*pid), format!("started {what}{again}"), "info")
+                // A process that predates witness (a spawn before t=0) was found, not started: an
+                // attached run's server, and each later listener of that run, are someone else's.
+                let text = if t < 0.0 {
+                    format!("already running, started by someone else {} before witness attached: {what}", crate::journal::secs(-t))
+                } else if attached {
+                    format!("now listens, started by someone else: {what}{again}")
+                } else {
+                    format!("started {what}{again}")
+                };
+                (Some(*pid), text, "info")
             }
             Event::Log {
                 pid,
@@ -264,7 +278,11 @@ pub fn build(recs: &[Record], lives: &[ProcessLife]) -> Vec<Entry> {
         out.push(Entry {
             t_s: t,
             age_s: pid.and_then(|p| age_of(p, t)),
-            kind: r.event.kind().into(),
+            // witness started nothing in an attached run: its server's processes were found.
+            kind: match &r.event {
+                Event::Spawn { .. } if attached => "found".into(),
+                e => e.kind().into(),
+            },
             pid,
             text,
             severity: severity.into(),

@@ -262,8 +262,8 @@ pub struct FailureGroup<'a, F = FailedRequest> {
 }
 
 impl<F: Failure> FailureGroup<'_, F> {
-    /// "request 8 error: closed before response after 3.96s: …" or
-    /// "requests 8–12 (5) error: closed before response after 3.95–3.96s: …".
+    /// "request 8 error: closed before response after 3.960s: …" or
+    /// "requests 8–12 (5) error: closed before response after 3.950–3.960s: …".
     pub fn words(&self) -> String {
         self.words_as("request", "requests", "")
     }
@@ -274,19 +274,15 @@ impl<F: Failure> FailureGroup<'_, F> {
         let f = self.first;
         if self.ids.len() == 1 {
             return format!(
-                "{one} {}{what} {} after {:.2}s: {}",
+                "{one} {}{what} {} after {}: {}",
                 f.id(),
                 f.outcome(),
-                f.duration_s(),
+                crate::units::took(f.duration_s()),
                 f.annotation()
             );
         }
         let (ids, count) = id_ranges(&self.ids);
-        let took = if self.max_s - self.min_s < 0.005 {
-            format!("{:.2}s", self.min_s)
-        } else {
-            format!("{:.2}–{:.2}s", self.min_s, self.max_s)
-        };
+        let took = crate::units::took_span(self.min_s, self.max_s);
         let (said, when) = apart_from_when(f.annotation());
         let when = if when.is_some_and(|w| !w.ends_with(LATER)) {
             " as they failed"
@@ -1393,6 +1389,20 @@ pub fn stopped_early(load: &mut LoadAnalysis, planned: &[u32], rates: &[f64], st
     .into();
 }
 
+/// A run still going (see [`crate::analyze::still_running`]): the level cut short by the journal's
+/// end is under way, and the run's verdict is "running" unless a finished level already failed.
+pub fn still_running(load: &mut LoadAnalysis) {
+    for l in load.levels.iter_mut() {
+        if l.verdict == "interrupted" && l.end_t_s.is_none() {
+            l.verdict = "running".into();
+            l.reasons = vec!["under way".into()];
+        }
+    }
+    if matches!(load.verdict.as_str(), "partial" | "interrupted") {
+        load.verdict = "running".into();
+    }
+}
+
 fn level_of_group(g: &str) -> Option<u32> {
     g.strip_prefix("level")?.parse().ok()
 }
@@ -1738,7 +1748,7 @@ mod tests {
         assert_eq!(g.len(), 2, "{g:?}");
         assert_eq!(
             g[0].words(),
-            "requests 8–10 (3) error: closed before response after 3.95–3.96s: server pid 7 exited with 124 (after log line 'w') as they failed"
+            "requests 8–10 (3) error: closed before response after 3.950–3.960s: server pid 7 exited with 124 (after log line 'w') as they failed"
         );
         assert!(
             g[1].words().starts_with("request 13 error"),

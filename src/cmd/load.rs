@@ -116,7 +116,12 @@ pub(crate) async fn run_with(args: LoadArgs, plan: Option<ReplayPlan>) -> anyhow
         Some(call) => {
             let target = match pipes {
                 Some(rx) => {
-                    let link = StdioLink::new(rx, journal.clone(), call.modern.clone());
+                    let link = StdioLink::new(
+                        rx,
+                        journal.clone(),
+                        call.modern.clone(),
+                        args.ready_timeout,
+                    );
                     // A replay opens its session as recorded.
                     if let Some(init) = cfg.replay.as_ref().and_then(|r| r.initialize.clone()) {
                         link.initialize_as(init);
@@ -339,6 +344,7 @@ async fn measure(
         let port = (!stdio).then(|| crate::load::tls::port(&cfg.spec.uri));
         let ready = Ready {
             limit: args.ready_timeout,
+            setting: "--ready-timeout",
             port,
             any_answer: decide,
         };
@@ -521,8 +527,10 @@ pub(crate) fn refused_note(journal: &Journal, text: &str) {
 
 /// What waiting for a started server to be ready asks.
 pub(crate) struct Ready {
-    /// `--ready-timeout`.
+    /// `--ready-timeout` (a plan's `ready_timeout`).
     pub limit: Duration,
+    /// The limit as the user set it: `--ready-timeout` or a plan's `ready_timeout`.
+    pub setting: &'static str,
     /// The port the server is to listen on (None over stdio).
     pub port: Option<u16>,
     /// Any HTTP answer below 500 means ready (the server answers requests, whether or not it has a
@@ -548,6 +556,7 @@ pub(crate) async fn wait_ready(
 ) -> Result<Option<crate::journal::Probe>, Stop> {
     let Ready {
         limit,
+        setting,
         port,
         any_answer,
     } = ready;
@@ -603,10 +612,16 @@ pub(crate) async fn wait_ready(
                 Some(status) => {
                     let (why, lines) = last_output(journal).await;
                     output = lines;
-                    format!("the server exited with {status} before it was ready{why}")
+                    format!(
+                        "the server exited with {status} before it was ready{why}; witness had waited {} of {setting} {} for {} to answer",
+                        crate::journal::secs(start.elapsed().as_secs_f64()),
+                        crate::journal::secs(limit.as_secs_f64()),
+                        prober.describe()
+                    )
                 }
                 None => format!(
-                    "health was {} after --ready-timeout {}",
+                    "{} was {} after {setting} {}",
+                    prober.describe(),
                     p.text(),
                     crate::journal::secs(limit.as_secs_f64())
                 ),
@@ -818,7 +833,7 @@ fn finish(
         level_rows: (live.rows_shown.load(Ordering::Relaxed) || deferred.is_some())
             && live.rows_on_stderr_terminal,
     };
-    term.quiet_without_gpu = args.gpu.gpu != GpuMode::On;
+    term.say_no_gpu = args.gpu.gpu == GpuMode::On;
     super::finish_run_with(journal, &args.output, reason, partial, None, term, &|a| {
         let last = deferred.and_then(|i| a.load.as_ref()?.levels.iter().find(|l| l.index == i));
         if let Some(row) = last {
@@ -846,6 +861,17 @@ fn final_table(a: &crate::analyze::Analysis, live: &Live) {
                 .is_none_or(|l| l.verdict != *said || report::terminal::level_line(l) != *line)
     });
     if !changed {
+        // A level no row was printed for (one a signal interrupted, even the first): its row,
+        // as the report has it, after the others.
+        let unseen: Vec<_> = load
+            .levels
+            .iter()
+            .filter(|l| !shown.iter().any(|(index, ..)| *index == l.index))
+            .collect();
+        drop(shown);
+        for r in unseen {
+            live.print(r);
+        }
         return;
     }
     crate::outln!("final verdicts:");
@@ -953,6 +979,15 @@ fn tool_call(a: &LoadArgs, cfg: &LadderConfig) -> anyhow::Result<Option<ToolCall
 pub const DEFAULT_LEVEL_DURATION: Duration = Duration::from_secs(5);
 
 fn ladder_config(a: &LoadArgs) -> anyhow::Result<LadderConfig> {
+    // The whole request's limit includes its connect: a longer connect limit could never fire.
+    if let Some(c) = a.connect_timeout.filter(|c| *c > a.timeout) {
+        return Err(usage(format!(
+            "--connect-timeout {} is longer than --timeout {}, which includes the connect, so it could never fire: give --connect-timeout at most {} (or a longer --timeout)",
+            crate::journal::secs(c.as_secs_f64()),
+            crate::journal::secs(a.timeout.as_secs_f64()),
+            crate::journal::secs(a.timeout.as_secs_f64()),
+        )));
+    }
     // Over stdio there is no URL; the HTTP request spec is then never used.
     let url = a.url.as_deref().unwrap_or("http://127.0.0.1/");
     let uri = crate::load::url::http_url("--url", url).map_err(usage)?;
@@ -1240,8 +1275,13 @@ pub async fn resolve_target(uri: &Uri, flag: &str, allow_remote: bool) -> anyhow
         return Ok(());
     }
     if let Some(bad) = addrs.iter().find(|ip| !ip.is_loopback()) {
+        // An address given as such is not said twice ("10.1.2.3 is 10.1.2.3").
+        let what = match host.parse::<IpAddr>() {
+            Ok(_) => format!("{host} is not a loopback address"),
+            Err(_) => format!("{host} is {bad}, not a loopback address"),
+        };
         return Err(usage(format!(
-            "refusing to send load to {uri}: {host} is {bad}, not a loopback address. A load test aimed at the wrong host is an outage; pass --allow-remote if you mean it"
+            "refusing to send load to {uri}: {what}. A load test aimed at the wrong host is an outage; pass --allow-remote if you mean it"
         )));
     }
     Ok(())

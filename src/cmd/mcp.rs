@@ -100,7 +100,12 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
             let _ = tx.send(p);
             // No restarts here: once these pipes close, the server is gone (not waited for).
             drop(tx);
-            let mut s = Session::Stdio(StdioLink::new(rx, journal.clone(), call.modern.clone()));
+            let mut s = Session::Stdio(StdioLink::new(
+                rx,
+                journal.clone(),
+                call.modern.clone(),
+                a.timeout,
+            ));
             s.list_tools(a.timeout).await
         }
         (None, None) => Err(anyhow::anyhow!("the server's pipes could not be opened")),

@@ -34,11 +34,22 @@ pub fn run(mut args: ReportArgs) -> anyhow::Result<i32> {
         analysis
     } else {
         let journal = &args.journals[0];
+        if args.follow {
+            follow(journal);
+        }
         let file = crate::sources::journal::JournalFile::open(journal)
             .map_err(|e| crate::error::usage(format!("{e:#}")))?;
-        let analysis = crate::analyze::analyze(&file);
+        let mut analysis = crate::analyze::analyze(&file);
         for text in reading_notes(&analysis) {
             crate::errln!("witness: {}: {text}", journal.display());
+        }
+        // A run still going is live, not cut off: what its journal holds so far.
+        if let Some(pid) = crate::runs::live(journal) {
+            crate::analyze::still_running(&mut analysis, pid);
+            crate::errln!(
+                "witness: {} is a run still going (witness pid {pid}): this is its journal so far; `witness report --follow` waits for its end",
+                journal.display()
+            );
         }
         analysis
     };
@@ -68,6 +79,30 @@ pub fn run(mut args: ReportArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `--follow`: waits while the run is still going, saying once that it does, and how far its
+/// journal has grown now and then.
+fn follow(journal: &std::path::Path) {
+    let Some(pid) = crate::runs::live(journal) else {
+        return;
+    };
+    crate::errln!(
+        "witness: following {} (witness pid {pid} still runs); the report comes when the run ends (Ctrl-C stops following)",
+        journal.display()
+    );
+    let mut said = std::time::Instant::now();
+    while crate::runs::live(journal).is_some() {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        if said.elapsed() >= std::time::Duration::from_secs(10) {
+            let size = std::fs::metadata(journal).map(|m| m.len()).unwrap_or(0);
+            crate::errln!(
+                "witness: still running; its journal holds {}",
+                crate::journal::bytes(size as f64)
+            );
+            said = std::time::Instant::now();
+        }
+    }
 }
 
 /// What analysis noted about reading the inputs (cut-off or unreadable lines), for stderr.
@@ -181,23 +216,40 @@ fn list() -> anyhow::Result<i32> {
 }
 
 /// The `n`-th most recent run's journal (1: the latest), said on stderr.
+/// Of the runs this user started from this directory when there are any, else of every run
+/// recorded: which one is opened is said.
 fn latest(n: u32) -> anyhow::Result<std::path::PathBuf> {
     let dir = crate::files::state_dir();
     let runs = crate::runs::recent(&dir);
     if runs.is_empty() {
         return Err(none_found(&dir));
     }
-    let Some(path) = runs.get(n as usize - 1) else {
+    let here = crate::runs::from_here(&runs);
+    // Of the runs from here when there are enough of them; else of every run, said as such.
+    let (pool, whose) = if here.len() >= n as usize {
+        (&here, "started from this directory by you")
+    } else if here.is_empty() {
+        (
+            &runs,
+            "of any directory (none was started from this one by you)",
+        )
+    } else {
+        (
+            &runs,
+            "of any directory (too few were started from this one by you)",
+        )
+    };
+    let Some(path) = pool.get(n as usize - 1) else {
         return Err(crate::error::usage(format!(
             "--last {n}: only {} run(s) are recorded in {} (see `witness report --list`)",
-            runs.len(),
+            pool.len(),
             dir.display()
         )));
     };
     let which = if n == 1 {
-        "the latest run".to_string()
+        format!("the latest run {whose}")
     } else {
-        format!("run {n} back (--last {n})")
+        format!("run {n} back (--last {n}) {whose}")
     };
     crate::errln!("witness: reading {which}: {}", path.display());
     Ok(path.clone())

@@ -98,7 +98,14 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             plan: plan::summary(&plan),
         }}),
     }));
-    let link = pipes.map(|rx| McpTarget::Stdio(StdioLink::new(rx, journal.clone(), None)));
+    let link = pipes.map(|rx| {
+        McpTarget::Stdio(StdioLink::new(
+            rx,
+            journal.clone(),
+            None,
+            plan.ready_timeout,
+        ))
+    });
     let health = SoakHealth::new(&plan, link.as_ref(), &journal);
 
     // Only an attached target is found by its port, and a stdio plan is never attached.
@@ -268,6 +275,7 @@ async fn prepare(
         let port = plan.base.as_ref().map(crate::load::tls::port);
         let ready = super::load::Ready {
             limit: plan.ready_timeout,
+            setting: "ready_timeout",
             port,
             any_answer: false,
         };

@@ -103,7 +103,8 @@ pub async fn measure(uri: &Uri, max_floor: Duration) -> Floor {
                         tls = Some(super::tls::TlsFailure {
                             host: host.clone(),
                             why: format!(
-                                "the TLS handshake with {host}:{port} did not finish within {} ms",
+                                "the TLS handshake with {} did not finish within {} ms",
+                                super::tls::authority(&host, port),
                                 limit.as_millis()
                             ),
                             certificate: false,

@@ -406,19 +406,41 @@ fn cancel_params(id: u64, limit: Duration) -> Value {
 /// and the next caller opens a new session on them.
 pub struct StdioLink {
     pipes: Mutex<mpsc::UnboundedReceiver<StdioPipes>>,
-    current: Mutex<Option<Arc<StdioConn>>>,
+    current: Mutex<Option<Opening>>,
     journal: Journal,
     modern: Option<String>,
     /// `witness replay`: the recorded `initialize` params, sent in place of witness's own.
     initialize: std::sync::OnceLock<Value>,
+    /// How long a new process is given to answer the handshake (the run's ready timeout), whatever
+    /// any one caller's own limit: a Python server may take seconds to import, and a caller that
+    /// gives up (a 2 s health ping) must not close the pipes of a server still starting.
+    handshake: Duration,
+}
+
+/// A session being opened, or open, on one process's pipes.
+#[derive(Clone)]
+struct Opening {
+    conn: Arc<StdioConn>,
+    method: &'static str,
+    asked: Instant,
+    /// `None` while the handshake is asked; then whether it was answered.
+    done: tokio::sync::watch::Receiver<Option<bool>>,
+}
+
+impl Opening {
+    fn failed(&self) -> bool {
+        *self.done.borrow() == Some(false)
+    }
 }
 
 impl StdioLink {
-    /// `modern`: the sessionless revision to speak (see [`ToolCall::modern`]).
+    /// `modern`: the sessionless revision to speak (see [`ToolCall::modern`]); `handshake`: how long
+    /// each new process is given to answer its session's handshake.
     pub fn new(
         pipes: mpsc::UnboundedReceiver<StdioPipes>,
         journal: Journal,
         modern: Option<String>,
+        handshake: Duration,
     ) -> Arc<Self> {
         Arc::new(Self {
             pipes: Mutex::new(pipes),
@@ -426,6 +448,7 @@ impl StdioLink {
             journal,
             modern,
             initialize: std::sync::OnceLock::new(),
+            handshake,
         })
     }
 
@@ -435,8 +458,34 @@ impl StdioLink {
         let _ = self.initialize.set(params);
     }
 
+    /// Asks a new process for its session, on a task of its own bounded by `handshake`: the
+    /// callers only wait for its answer, each up to its own limit.
+    fn open(&self, conn: Arc<StdioConn>) -> Opening {
+        let modern = self.modern.clone();
+        let (method, params) = match (modern.as_deref(), self.initialize.get()) {
+            (None, Some(recorded)) => ("initialize", recorded.clone()),
+            _ => handshake(modern.as_deref()),
+        };
+        let (tx, done) = tokio::sync::watch::channel(None);
+        let (c, journal, limit) = (conn.clone(), self.journal.clone(), self.handshake);
+        tokio::spawn(async move {
+            let ex = c.exchange(method, params, limit).await;
+            let ok = session_journal(&journal, 0, "stdio", &ex, false, modern.as_deref());
+            if ok && modern.is_none() {
+                c.notify("notifications/initialized", json!({})).await;
+            }
+            let _ = tx.send(Some(ok));
+        });
+        Opening {
+            conn,
+            method,
+            asked: Instant::now(),
+            done,
+        }
+    }
+
     /// The live connection, opening a session on the newest pipes when the last one closed. Waits
-    /// up to `limit` for a process (one restarting gets its backoff).
+    /// up to `limit` for a process (one restarting gets its backoff) and its session.
     async fn conn(&self, limit: Duration) -> Result<Arc<StdioConn>, Fail> {
         let deadline = tokio::time::Instant::now() + limit;
         // Another caller may hold the link while it waits (up to its own, longer limit) for a
@@ -448,52 +497,62 @@ impl StdioLink {
                 crate::journal::secs(limit.as_secs_f64())
             ))
         };
-        let mut cur = tokio::time::timeout_at(deadline, self.current.lock())
-            .await
-            .map_err(|_| none())?;
-        if let Some(c) = cur.as_ref() {
-            if !c.is_closed() {
-                return Ok(c.clone());
-            }
-        }
-        let mut rx = tokio::time::timeout_at(deadline, self.pipes.lock())
-            .await
-            .map_err(|_| none())?;
         loop {
-            let p = match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(p)) => p,
-                Ok(None) => return Err(Fail::Closed("the server is gone for good".into())),
-                Err(_) => return Err(none()),
+            let opening = {
+                let mut cur = tokio::time::timeout_at(deadline, self.current.lock())
+                    .await
+                    .map_err(|_| none())?;
+                match cur.as_ref() {
+                    Some(o) if !o.conn.is_closed() && !o.failed() => o.clone(),
+                    _ => {
+                        // A closed or refused session lets go of its pipes; the newest process's
+                        // come next (older pipes whose process already died are skipped).
+                        *cur = None;
+                        let mut rx = tokio::time::timeout_at(deadline, self.pipes.lock())
+                            .await
+                            .map_err(|_| none())?;
+                        let p = match tokio::time::timeout_at(deadline, rx.recv()).await {
+                            Ok(Some(p)) => p,
+                            Ok(None) => {
+                                return Err(Fail::Closed("the server is gone for good".into()))
+                            }
+                            Err(_) => return Err(none()),
+                        };
+                        let pid = p.pid;
+                        let conn = StdioConn::start(p).map_err(|e| {
+                            Fail::Closed(format!(
+                                "could not read the pipes of server pid {pid}: {e}"
+                            ))
+                        })?;
+                        cur.insert(self.open(conn)).clone()
+                    }
+                }
             };
-            // Older pipes whose process already died are skipped for the newest.
-            let pid = p.pid;
-            let conn = match StdioConn::start(p) {
-                Ok(c) => c,
-                Err(e) => {
+            let mut done = opening.done.clone();
+            let answered = tokio::time::timeout_at(deadline, done.wait_for(Option::is_some))
+                .await
+                .map(|r| r.map(|v| *v == Some(true)));
+            match answered {
+                Ok(Ok(true)) => return Ok(opening.conn),
+                // Refused or unanswered within the handshake's own limit: the next process's.
+                Ok(_) if tokio::time::Instant::now() < deadline => continue,
+                Ok(_) => {
                     return Err(Fail::Closed(format!(
-                        "could not read the pipes of server pid {pid}: {e}"
+                        "server pid {} did not answer {} within {}",
+                        opening.conn.pid,
+                        opening.method,
+                        crate::journal::secs(self.handshake.as_secs_f64())
                     )))
                 }
-            };
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let modern = self.modern.as_deref();
-            let (method, params) = match (modern, self.initialize.get()) {
-                (None, Some(recorded)) => ("initialize", recorded.clone()),
-                _ => handshake(modern),
-            };
-            let ex = conn
-                .exchange(method, params, left.max(Duration::from_millis(1)))
-                .await;
-            let ok = session_journal(&self.journal, 0, "stdio", &ex, false, modern);
-            if ok {
-                if modern.is_none() {
-                    conn.notify("notifications/initialized", json!({})).await;
+                Err(_) => {
+                    return Err(Fail::Closed(format!(
+                        "server pid {} had not answered {} yet ({} after it was asked; witness waits up to {})",
+                        opening.conn.pid,
+                        opening.method,
+                        crate::journal::secs(opening.asked.elapsed().as_secs_f64()),
+                        crate::journal::secs(self.handshake.as_secs_f64())
+                    )))
                 }
-                *cur = Some(conn.clone());
-                return Ok(conn);
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(Fail::Closed(format!("the server did not answer {method}")));
             }
         }
     }

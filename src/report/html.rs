@@ -7,6 +7,7 @@
 //! It draws only what the analysis decided; the one thing it chooses is layout.
 
 pub use super::esc;
+use crate::units::{took, took_span};
 use std::fmt::Write;
 
 use super::View;
@@ -84,10 +85,10 @@ pub fn page(a: &Analysis) -> String {
         o,
         "<title>witness {} timeline{}</title><style>{CSS}</style></head><body>",
         esc(&a.mode),
-        if a.partial.is_some() {
-            " (partial)"
-        } else {
-            ""
+        match (&a.partial, a.live) {
+            (_, Some(_)) => " (live)",
+            (Some(_), None) => " (partial)",
+            (None, None) => "",
         }
     );
     let _ = write!(
@@ -306,11 +307,10 @@ fn verdict_table(
         return;
     }
     o.push_str("<table><tr><th>concurrency or rate</th><th>verdict</th><th>ok</th><th>timeout</th><th>error</th><th>rejected</th><th>ok max</th><th>ok p50</th><th>ok p99</th><th>failed gave up after</th><th>health before</th><th>health after</th><th>restarted</th><th>why</th></tr>\n");
-    let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
+    let s = |x: Option<f64>| x.map(took).unwrap_or_else(|| "-".into());
     // A percentile of too few requests is shown as such, "(n=5)", never under that name.
     let pct = |l: Option<&crate::stats::Latency>, name: &str| {
-        l.map(|l| l.shown(name, |v| format!("{v:.3}s")))
-            .unwrap_or_else(|| "-".into())
+        l.map(|l| l.shown(name, took)).unwrap_or_else(|| "-".into())
     };
     for r in &l.levels {
         let class = match r.verdict.as_str() {
@@ -322,7 +322,7 @@ fn verdict_table(
         let _ = writeln!(
             o,
             "<tr class=\"{class}\"><td class=\"n\">{}</td><td><b>{}</b></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            crate::journal::level_name(r.concurrency, r.rate.as_ref().map(|x| x.rate_per_s)),
+            r.name(),
             esc(&r.verdict.to_uppercase()),
             c.ok,
             c.timeout,
@@ -333,7 +333,7 @@ fn verdict_table(
             pct(r.latency.as_ref(), "p99"),
             r.time_to_give_up
                 .as_ref()
-                .map(|g| format!("{:.2}–{:.2}s", g.min, g.max))
+                .map(|g| took_span(g.min, g.max))
                 .unwrap_or_else(|| "-".into()),
             esc(&r.health_before.said(r.mcp_ping)),
             esc(&r.health_after.as_ref().map(|h| h.said(r.mcp_ping)).unwrap_or_else(|| "-".into())),
@@ -398,7 +398,7 @@ fn verdict_table(
             let _ = writeln!(
                 o,
                 "<p class=\"fail\">level {}: {}</p>",
-                crate::journal::level_name(r.concurrency, r.rate.as_ref().map(|x| x.rate_per_s)),
+                r.name(),
                 esc(&g.words())
             );
         }
@@ -412,7 +412,11 @@ const FAILURES_SHOWN: usize = 5;
 /// a row per method or tool, the failed calls annotated, the handshakes.
 fn observed_tables(o: &mut String, a: &Analysis) {
     let Some(w) = &a.observed else { return };
-    let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
+    let s = |x: Option<f64>| x.map(took).unwrap_or_else(|| "-".into());
+    // A percentile of too few calls is shown as such, "(n=5)", as the terminal shows it.
+    let pct = |l: Option<&crate::stats::Latency>, name: &str| {
+        l.map(|l| l.shown(name, took)).unwrap_or_else(|| "-".into())
+    };
     for (title, rows) in crate::analyze::observed::by_heading(w) {
         let _ = writeln!(o, "<h2 class=\"observed\">{}</h2>", esc(&cap(&title)));
         o.push_str("<table><tr><th>call</th><th>calls</th><th>ok</th><th>error</th><th>rejected</th><th>cancelled</th><th>ok p50</th><th>ok p99</th><th>ok max</th><th>failed (kind, count, time to give up)</th></tr>\n");
@@ -422,14 +426,12 @@ fn observed_tables(o: &mut String, a: &Analysis) {
                 .failed_by_kind
                 .iter()
                 .map(|k| {
-                    if k.max_s - k.min_s < 0.005 {
-                        format!("{} {} after {:.2}s", k.outcome, k.count, k.min_s)
-                    } else {
-                        format!(
-                            "{} {} after {:.2}–{:.2}s",
-                            k.outcome, k.count, k.min_s, k.max_s
-                        )
-                    }
+                    format!(
+                        "{} {} after {}",
+                        k.outcome,
+                        k.count,
+                        took_span(k.min_s, k.max_s)
+                    )
                 })
                 .collect();
             let lat = r.latency.as_ref();
@@ -443,8 +445,8 @@ fn observed_tables(o: &mut String, a: &Analysis) {
                 c.error,
                 c.rejected,
                 c.cancelled,
-                s(lat.map(|l| l.p50)),
-                s(lat.map(|l| l.p99)),
+                pct(lat, "p50"),
+                pct(lat, "p99"),
                 s(lat.map(|l| l.max)),
                 esc(&if failed.is_empty() { "-".to_string() } else { failed.join("; ") }),
             );
@@ -955,7 +957,8 @@ fn chart(a: &Analysis) -> String {
             let y = top + b.row as f64 * 18.0 + 2.0;
             let x0 = c.x(b.start_s);
             let x1 = c.x(b.end_s.unwrap_or(p.end_s)).max(x0 + 1.0);
-            let gone = b.end_s.is_some() && !b.requested;
+            // Ended by itself and not cleanly (a clean exit 0, or a stop witness asked for, is not).
+            let gone = b.end_s.is_some() && !b.requested && b.status != Some(0);
             let ran = b.end_s.unwrap_or(p.end_s) - b.start_s;
             let _ = write!(
                 c.body,
@@ -2181,7 +2184,7 @@ mod tests {
             .collect();
         // verdict, ok, timeout, error, rejected, ok max, ok p50, ok p99, gave up after, …
         assert_eq!(cells[5], "1.000s", "{row}");
-        assert_eq!(cells[8], "6.00–6.00s", "{row}");
+        assert_eq!(cells[8], "6.000s", "{row}");
         assert!(html.contains("<th>ok max</th>"));
     }
 
@@ -2419,7 +2422,7 @@ mod tests {
         assert_eq!(fails.len(), 2, "{fails:#?}");
         assert!(
             fails[0].starts_with(
-                "<p class=\"fail\">calls 3–7 (5) tools/call slow: connection closed after 1.96–2.00s: server pid 1234"
+                "<p class=\"fail\">calls 3–7 (5) tools/call slow: connection closed after 1.960–2.000s: server pid 1234"
             ),
             "{fails:#?}"
         );
@@ -2441,8 +2444,8 @@ mod tests {
             row.starts_with("<td class=\"n\">6</td><td class=\"n\">5</td><td class=\"n\">1</td>"),
             "{row}"
         );
-        assert!(row.contains("connection closed 1 after 0.84s"), "{row}");
-        assert!(html.contains("<p class=\"fail\">call 6 tools/call slow: connection closed after 0.84s: server pid 1234 exited with 124"));
+        assert!(row.contains("connection closed 1 after 840ms"), "{row}");
+        assert!(html.contains("<p class=\"fail\">call 6 tools/call slow: connection closed after 840ms: server pid 1234 exited with 124"));
         // The lanes: a heading row, then one lane per tool named by the tool, not its group.
         assert!(
             html.contains(">calls seen by wrap (stdio)</text>"),

@@ -22,12 +22,17 @@ pub fn value(a: &Analysis) -> serde_json::Value {
         "hostname": a.hostname,
         "duration_s": a.end_s,
         "partial": a.partial.is_some(),
+        // The pid of the witness still writing a run that is still going (null once it ended).
+        "live_witness_pid": a.live,
         "partial_reason": a.partial,
         "lifecycle": a.lifecycle,
         "suspicions": a.suspicions,
         "restarts": a.restarts,
         "processes": a.processes,
+        // The status of the last server process to exit (wrap exits with it), and witness's own
+        // exit code (docs/report.md).
         "exit_status": a.last_status,
+        "witness_exit_code": a.exit_code,
         "gpu": a.gpu,
         "resolution": a.resolution,
         "notes": a.notes.iter().map(|(t, level, text)| serde_json::json!({"t_s": t, "level": level, "text": text})).collect::<Vec<_>>(),

@@ -6,15 +6,16 @@ use crate::analyze::resolution::Resolved;
 use crate::analyze::soak::SoakAnalysis;
 use crate::analyze::verdict::{LevelRow, LoadAnalysis};
 use crate::analyze::Analysis;
+use crate::units::{took, took_span};
 
 #[derive(Default)]
 pub struct Terminal {
     pub colour: bool,
     /// What the live run already printed on this same terminal: not said twice in the summary.
     pub shown_live: ShownLive,
-    /// Say nothing about GPUs when none was sampled (`load` without a driver and without `--gpu
-    /// on`: a machine with no GPU needs no GPU words; the report still says "not sampled").
-    pub quiet_without_gpu: bool,
+    /// Say why no GPU was sampled (`--gpu on`). Otherwise (the default, for every mode and for
+    /// `witness report`) a machine with no GPU gets no GPU words; the JSON still says "not sampled".
+    pub say_no_gpu: bool,
 }
 
 /// Lines `load` printed while it ran.
@@ -101,17 +102,16 @@ pub fn level_header() -> String {
 /// One row per level, as the harness that printed "4 concurrent = 85 s" laid its table out, under [`level_header`].
 pub fn level_line(r: &LevelRow) -> String {
     let c = &r.counts;
-    let s = |x: Option<f64>, p: usize| x.map(|v| format!("{v:.p$}s")).unwrap_or_else(|| "-".into());
+    let s = |x: Option<f64>| x.map(took).unwrap_or_else(|| "-".into());
     let lat = r.latency.as_ref();
     // A percentile of too few requests is shown as such, "(n=5)", never under that name.
     let pct = |l: Option<&crate::stats::Latency>, name: &str| {
-        l.map(|l| l.shown(name, |v| format!("{v:.3}s")))
-            .unwrap_or_else(|| "-".into())
+        l.map(|l| l.shown(name, took)).unwrap_or_else(|| "-".into())
     };
     let gave_up = r
         .time_to_give_up
         .as_ref()
-        .map(|g| format!("{:.2}–{:.2}s", g.min, g.max))
+        .map(|g| took_span(g.min, g.max))
         .unwrap_or_else(|| "-".into());
     let after = r
         .health_after
@@ -147,7 +147,7 @@ pub fn level_line(r: &LevelRow) -> String {
         .as_ref()
         .filter(|t| t.max >= crate::analyze::ok_timers::MIN_REFUSAL_S)
     {
-        apart.push_str(&format!(" refused_after={:.2}–{:.2}s", t.min, t.max));
+        apart.push_str(&format!(" refused_after={}", took_span(t.min, t.max)));
     }
     let restarted = match (r.restarted, &r.died, &r.identity_unread) {
         (true, ..) => "yes",
@@ -162,7 +162,7 @@ pub fn level_line(r: &LevelRow) -> String {
         c.timeout,
         c.error,
         c.rejected,
-        s(lat.map(|l| l.max), 2),
+        s(lat.map(|l| l.max)),
         pct(lat, "p50"),
         pct(lat, "p99"),
         gave_up,
@@ -337,7 +337,7 @@ fn load_block(t: &Terminal, l: &LoadAnalysis, resolved: &[Resolved]) -> String {
         let more = (r.counts.timeout + r.counts.error) as usize;
         if more > shown {
             o.push_str(&format!(
-                "      … {} more failed requests in the report\n",
+                "      … {} more failed requests: `witness report --format json` lists each\n",
                 more - shown
             ));
         }
@@ -378,7 +378,11 @@ const OBSERVED_FAILURES_SHOWN: usize = 5;
 fn observed_block(t: &Terminal, w: &crate::analyze::observed::ObservedAnalysis) -> String {
     use crate::analyze::observed::by_heading;
     let mut o = String::new();
-    let s = |x: Option<f64>| x.map(|v| format!("{v:.3}s")).unwrap_or_else(|| "-".into());
+    let s = |x: Option<f64>| x.map(took).unwrap_or_else(|| "-".into());
+    // A percentile of too few calls is shown as such, "(n=5)", as load's rows show it.
+    let pct = |l: Option<&crate::stats::Latency>, name: &str| {
+        l.map(|l| l.shown(name, took)).unwrap_or_else(|| "-".into())
+    };
     for (title, rows) in by_heading(w) {
         o.push_str(&format!(
             "{title}, per method or tool (latency over ok calls only; failed calls' durations apart):\n"
@@ -402,11 +406,7 @@ fn observed_block(t: &Terminal, w: &crate::analyze::observed::ObservedAnalysis) 
                 .failed_by_kind
                 .iter()
                 .map(|k| {
-                    let after = if k.max_s - k.min_s < 0.005 {
-                        format!("{:.2}s", k.min_s)
-                    } else {
-                        format!("{:.2}–{:.2}s", k.min_s, k.max_s)
-                    };
+                    let after = took_span(k.min_s, k.max_s);
                     format!("{} {} after {after}", k.outcome, k.count)
                 })
                 .collect();
@@ -428,8 +428,8 @@ fn observed_block(t: &Terminal, w: &crate::analyze::observed::ObservedAnalysis) 
                 c.error,
                 c.rejected,
                 c.cancelled,
-                s(lat.map(|l| l.p50)),
-                s(lat.map(|l| l.p99)),
+                pct(lat, "p50"),
+                pct(lat, "p99"),
                 s(lat.map(|l| l.max)),
                 if failed.is_empty() {
                     "-".to_string()
@@ -547,7 +547,14 @@ fn merged_block(t: &Terminal, m: &crate::analyze::merged::MergedAnalysis) -> Str
         let lat = g
             .latency
             .as_ref()
-            .map(|l| format!("  ok p50={} p99={} max={}", ms(l.p50), ms(l.p99), ms(l.max)))
+            .map(|l| {
+                format!(
+                    "  ok p50={} p99={} max={}",
+                    l.shown("p50", ms),
+                    l.shown("p99", ms),
+                    ms(l.max)
+                )
+            })
             .unwrap_or_default();
         let sev = if c.timeout + c.error > 0 {
             "bad"
@@ -594,7 +601,7 @@ fn merged_block(t: &Terminal, m: &crate::analyze::merged::MergedAnalysis) -> Str
             let lat = r
                 .latency
                 .as_ref()
-                .map(|l| format!("  ok p50={} max={}", ms(l.p50), ms(l.max)))
+                .map(|l| format!("  ok p50={} max={}", l.shown("p50", ms), ms(l.max)))
                 .unwrap_or_default();
             o.push_str(&format!(
                 "  t={:.1}–{:.1}s  ok={} timeout={} error={} rejected={}{lat}\n",
@@ -606,11 +613,7 @@ fn merged_block(t: &Terminal, m: &crate::analyze::merged::MergedAnalysis) -> Str
 }
 
 fn ms(s: f64) -> String {
-    if s < 1.0 {
-        format!("{:.1}ms", s * 1000.0)
-    } else {
-        format!("{s:.2}s")
-    }
+    took(s)
 }
 
 /// The soak's figures after the timeline: kinds, memory, gauges, invariants, faults, verdict.
@@ -651,9 +654,9 @@ fn soak_block(t: &Terminal, s: &SoakAnalysis, resolved: &[Resolved]) -> String {
             .map(|l| {
                 format!(
                     "  p50={} p95={} p99={} mean={} max={}",
-                    ms(l.p50),
-                    ms(l.p95),
-                    ms(l.p99),
+                    l.shown("p50", ms),
+                    l.shown("p95", ms),
+                    l.shown("p99", ms),
                     ms(l.mean),
                     ms(l.max)
                 )
@@ -881,7 +884,7 @@ pub fn gpu(t: &Terminal, a: &Analysis) -> String {
         return o;
     }
     if let Some(why) = &g.not_sampled {
-        if !t.quiet_without_gpu {
+        if t.say_no_gpu {
             o.push_str(&format!("gpu: {why}\n"));
         }
         return o;
@@ -1131,8 +1134,8 @@ pub(crate) mod tests {
             let upto: String = line.chars().take(end).collect();
             upto.split_whitespace().last().unwrap().to_string()
         };
-        assert_eq!(col(&row, "max"), "1.00s", "{head}\n{row}");
-        assert_eq!(col(&row, "gave up"), "6.00–6.00s", "{head}\n{row}");
+        assert_eq!(col(&row, "max"), "1.000s", "{head}\n{row}");
+        assert_eq!(col(&row, "gave up"), "6.000s", "{head}\n{row}");
     }
 
     #[test]
@@ -1148,7 +1151,7 @@ pub(crate) mod tests {
                 floor: true,
                 level_rows: true,
             },
-            quiet_without_gpu: true,
+            say_no_gpu: false,
             ..Default::default()
         };
         let summary = String::from_utf8(after_live.render(&a).unwrap()).unwrap();
@@ -1159,10 +1162,14 @@ pub(crate) mod tests {
             "the failure still annotated: {summary}"
         );
         assert!(!summary.to_lowercase().contains("gpu"), "{summary}");
-        assert!(
-            full.contains("gpu: not sampled"),
-            "a re-render still says it: {full}"
-        );
+        assert!(!full.contains("gpu: not sampled"), "{full}");
+        // Asked for (`--gpu on`), why none was sampled is said.
+        let asked = Terminal {
+            say_no_gpu: true,
+            ..Default::default()
+        };
+        let said = String::from_utf8(asked.render(&a).unwrap()).unwrap();
+        assert!(said.contains("gpu: not sampled"), "{said}");
     }
 
     #[test]
@@ -1179,14 +1186,14 @@ pub(crate) mod tests {
         assert_eq!(lines.len(), 2, "{out}");
         assert!(
             lines[0].trim_start().starts_with(
-                "calls 3–7 (5) tools/call slow: connection closed after 1.96–2.00s: server pid 1234"
+                "calls 3–7 (5) tools/call slow: connection closed after 1.960–2.000s: server pid 1234"
             ),
             "{out}"
         );
         assert!(
             lines[1]
                 .trim_start()
-                .starts_with("call 9 tools/call slow: JSON-RPC error after 0.01s"),
+                .starts_with("call 9 tools/call slow: JSON-RPC error after 10.0ms"),
             "{out}"
         );
         assert!(
@@ -1223,17 +1230,17 @@ pub(crate) mod tests {
             "{head}\n{row}"
         );
         assert_eq!(
-            [col("p50"), col("max")],
-            ["1.003s", "1.005s"],
+            [col("p50"), col("p99"), col("max")],
+            ["1.003s", "(n=5)", "1.005s"],
             "{head}\n{row}"
         );
         assert!(
-            row.ends_with("connection closed 1 after 0.84s"),
+            row.ends_with("connection closed 1 after 840ms"),
             "failed durations apart: {row}"
         );
         assert!(
             out.contains(&format!(
-                "call 6 tools/call slow: connection closed after 0.84s: server pid 1234 exited with 124 (after log line '{WATCHDOG}')"
+                "call 6 tools/call slow: connection closed after 840ms: server pid 1234 exited with 124 (after log line '{WATCHDOG}')"
             )),
             "{out}"
         );

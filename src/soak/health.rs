@@ -154,7 +154,7 @@ impl SoakHealth {
             ),
             None => p.text(),
         };
-        format!("{} failed ({}): {why}", self.describe(), p.text())
+        format!("{} failed: {why}", self.describe())
     }
 }
 

@@ -289,6 +289,8 @@ pub fn merge(specs: &[Spec], command: Vec<String>) -> anyhow::Result<Merged> {
         mode: "merged".into(),
         clock: ref_clock,
         sources: sources.iter().map(|s| s.info.clone()).collect(),
+        cwd: None,
+        uid: None,
     };
     Ok(Merged {
         header,
@@ -450,8 +452,9 @@ impl Merged {
             t_s: self.last_t,
             event: Event::End {
                 reason: format!(
-                    "merged {} sources ({})",
+                    "merged {} source{} ({})",
                     self.sources.len(),
+                    if self.sources.len() == 1 { "" } else { "s" },
                     reasons.join("; ")
                 ),
                 partial,
