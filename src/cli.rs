@@ -29,6 +29,7 @@ const H_PROTOCOL: &str = "HTTP protocol";
 const H_SAMPLING: &str = "Resources (sampling)";
 const H_CLIENT: &str = "Client traffic (MCP stdio relay, HTTP proxy)";
 const H_PLAN: &str = "Plan";
+const H_REPLAY: &str = "The recording's speeds";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -421,18 +422,6 @@ impl ContainerArgs {
 pub struct WrapArgs {
     #[command(flatten)]
     pub supervise: SuperviseArgs,
-    #[command(flatten)]
-    pub container: ContainerArgs,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub tls: TlsArgs,
-    #[command(flatten)]
-    pub gpu: GpuArgs,
-    /// How often the server's resources (process tree or container stats, GPUs) are read. The
-    /// engine collects a container's stats once a second, so they come no faster than that.
-    #[arg(help_heading = H_SAMPLING, long, value_parser = parse_interval, default_value = "1s", value_name = "DURATION")]
-    pub sample_interval: Duration,
     /// What the child's stdin is. `auto`: relayed when witness's stdin is a pipe, socket or file
     /// (an MCP client launched witness), handed over when it is a terminal or /dev/null. `relay`: witness reads its stdin and
     /// writes the child's, and the child's stdout back, byte for byte, reading the JSON-RPC that
@@ -454,6 +443,18 @@ pub struct WrapArgs {
     pub proxy: Option<ProxySpec>,
     #[command(flatten)]
     pub record: RecordArgs,
+    #[command(flatten)]
+    pub container: ContainerArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+    /// How often the server's resources (process tree or container stats, GPUs) are read. The
+    /// engine collects a container's stats once a second, so they come no faster than that.
+    #[arg(help_heading = H_SAMPLING, long, value_parser = parse_interval, default_value = "1s", value_name = "DURATION")]
+    pub sample_interval: Duration,
     /// The server to run, after `--` (with --image: the container's command).
     #[arg(help_heading = H_SERVER, last = true, required_unless_present_any = ["image", "container"], value_name = "CMD")]
     pub command: Vec<String>,
@@ -835,92 +836,92 @@ pub struct ReplayArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// The speeds to play it at, in order: 1x as recorded, 2x twice as fast (each offset halved).
-    #[arg(long, value_delimiter = ',', value_parser = crate::units::parse_speed, default_value = "1x", value_name = "SPEED,...")]
+    #[arg(help_heading = H_REPLAY, long, value_delimiter = ',', value_parser = crate::units::parse_speed, default_value = "1x", value_name = "SPEED,...")]
     pub speeds: Vec<f64>,
     /// Search for the highest speed that holds: double from the lowest given speed until one
     /// fails, then bisect.
-    #[arg(long)]
+    #[arg(help_heading = H_REPLAY, long)]
     pub find_limit: bool,
     /// With --find-limit: stop bisecting when the last pass and the first fail are this close.
-    #[arg(long, value_parser = parse_percent, default_value = "10%", requires = "find_limit")]
+    #[arg(help_heading = H_REPLAY, long, value_parser = parse_percent, default_value = "10%", requires = "find_limit")]
     pub resolution: f64,
     /// With --find-limit: the most speeds the search plays.
-    #[arg(long, default_value_t = 8, value_parser = parse_max_levels, requires = "find_limit")]
+    #[arg(help_heading = H_REPLAY, long, default_value_t = 8, value_parser = parse_max_levels, requires = "find_limit")]
     pub max_levels: u32,
     /// Copies of the session played at once (over stdio: multiplexed on witness's one session with
     /// the server, request ids rewritten).
-    #[arg(long, default_value_t = 1, value_parser = parse_sessions)]
+    #[arg(help_heading = H_REPLAY, long, default_value_t = 1, value_parser = parse_sessions)]
     pub sessions: u32,
     /// What of each answer is compared with the recorded one: `outcome` (ok, the JSON-RPC error
     /// code, a tool error, the HTTP status), `shape` (also the result's keys and value types) or
     /// `exact` (also its text).
-    #[arg(long, value_enum, default_value = "shape")]
+    #[arg(help_heading = H_REPLAY, long, value_enum, default_value = "shape")]
     pub compare: CompareMode,
     /// An HTTP recording's server: its scheme, host and port replace the recorded ones (loopback
     /// only, unless --allow-remote). An MCP stdio recording replays against the command after `--`.
-    #[arg(long)]
+    #[arg(help_heading = H_TARGET, long)]
     pub url: Option<String>,
     /// The most requests held in flight at once; a call that finds the cap full goes late.
-    #[arg(long, default_value_t = 1000, value_parser = parse_level)]
+    #[arg(help_heading = H_TARGET, long, default_value_t = 1000, value_parser = parse_level)]
     pub max_in_flight: u32,
     /// Extra request header 'Name: value' on every HTTP request (repeatable), e.g. the credential
     /// the recording masked. Authorization, Cookie and --secret-header values are secrets.
-    #[arg(long = "header", value_name = "'K: V'")]
+    #[arg(help_heading = H_TARGET, long = "header", value_name = "'K: V'")]
     pub header: Vec<String>,
     /// Treat this header's value as a secret too, like Authorization (repeatable).
-    #[arg(long = "secret-header", value_name = "NAME")]
+    #[arg(help_heading = H_TARGET, long = "secret-header", value_name = "NAME")]
     pub secret_header: Vec<String>,
     /// A request header whose value is read from an environment variable, 'Name=VAR' (repeatable).
-    #[arg(long = "header-env", value_name = "NAME=VAR")]
+    #[arg(help_heading = H_TARGET, long = "header-env", value_name = "NAME=VAR")]
     pub header_env: Vec<String>,
     /// Health probe URL (HTTP); over stdio health is MCP's ping.
-    #[arg(long)]
+    #[arg(help_heading = H_HEALTH, long)]
     pub health_url: Option<String>,
     /// witness's own limit on one whole request.
-    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
+    #[arg(help_heading = H_SHAPE, long, value_parser = parse_positive_duration, default_value = "30s")]
     pub timeout: Duration,
     /// witness's own limit on connecting; default: the smaller of --timeout and 5s.
-    #[arg(long, value_parser = parse_positive_duration)]
+    #[arg(help_heading = H_SHAPE, long, value_parser = parse_positive_duration)]
     pub connect_timeout: Option<Duration>,
     /// Wait after a speed before probing health and identity again.
-    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    #[arg(help_heading = H_HEALTH, long, value_parser = parse_duration, default_value = "2s")]
     pub settle: Duration,
     /// A kind of call fails its speed when its p99 (from the intended send) exceeds this × its
     /// recorded p99 + --cliff-slack.
-    #[arg(long, default_value_t = 1.5)]
+    #[arg(help_heading = H_RULES, long, default_value_t = 1.5)]
     pub factor: f64,
     /// Added to that allowance: below this, a difference is scheduling noise.
-    #[arg(long, value_parser = parse_duration, default_value = "50ms")]
+    #[arg(help_heading = H_RULES, long, value_parser = parse_duration, default_value = "50ms")]
     pub cliff_slack: Duration,
     /// Refuse to run (exit 3) if the median TCP connect to the target exceeds this.
-    #[arg(long, value_parser = parse_positive_duration, default_value = "100ms")]
+    #[arg(help_heading = H_SAFETY, long, value_parser = parse_positive_duration, default_value = "100ms")]
     pub max_connect_floor: Duration,
     /// Allow a target that is not a loopback address.
-    #[arg(long)]
+    #[arg(help_heading = H_SAFETY, long)]
     pub allow_remote: bool,
     /// Statuses that mean a capacity refusal (counted as rejected, not errors).
-    #[arg(long, value_delimiter = ',', default_value = "429,503")]
+    #[arg(help_heading = H_RULES, long, value_delimiter = ',', default_value = "429,503")]
     pub reject_status: Vec<u16>,
     /// A response body (or JSON-RPC error) containing this is a capacity refusal; empty to disable.
-    #[arg(long, default_value = "QUEUE_FULL")]
+    #[arg(help_heading = H_RULES, long, default_value = "QUEUE_FULL")]
     pub reject_body: String,
     /// Statuses that count as ok besides 1xx/2xx.
-    #[arg(long, value_delimiter = ',', value_name = "STATUS,...")]
+    #[arg(help_heading = H_RULES, long, value_delimiter = ',', value_name = "STATUS,...")]
     pub accept_status: Vec<u16>,
     /// Keep at most this much of each response body (a longer one is not compared).
-    #[arg(long, value_parser = crate::units::parse_size, default_value = "4MiB", value_name = "SIZE")]
+    #[arg(help_heading = H_SHAPE, long, value_parser = crate::units::parse_size, default_value = "4MiB", value_name = "SIZE")]
     pub max_body: u64,
     /// With a command: how long to wait for the server to be ready before the first speed.
-    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
+    #[arg(help_heading = H_HEALTH, long, value_parser = parse_positive_duration, default_value = "30s")]
     pub ready_timeout: Duration,
     /// witness's own limit on one health probe.
-    #[arg(long, value_parser = parse_positive_duration, default_value = "5s")]
+    #[arg(help_heading = H_HEALTH, long, value_parser = parse_positive_duration, default_value = "5s")]
     pub health_timeout: Duration,
     /// How often the server's resources are sampled.
-    #[arg(long, value_parser = parse_interval, default_value = "1s")]
+    #[arg(help_heading = H_SAMPLING, long, value_parser = parse_interval, default_value = "1s")]
     pub sample_interval: Duration,
     /// Pass the started server's output through to witness's stderr.
-    #[arg(long)]
+    #[arg(help_heading = H_SERVER, long)]
     pub show_output: bool,
     #[command(flatten)]
     pub gpu: GpuArgs,
@@ -935,7 +936,7 @@ pub struct ReplayArgs {
     /// The server to start (after `--`): an MCP stdio recording's server, spoken to over its
     /// pipes; for a HAR, the server that listens on --url's port. Without one (HAR), witness
     /// attaches to whatever listens there.
-    #[arg(last = true, value_name = "CMD")]
+    #[arg(help_heading = H_SERVER, last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 

@@ -172,7 +172,7 @@ fn short_id(id: &str) -> &str {
     &id[..id.len().min(12)]
 }
 
-/// What became of one request: a closed set (shared/DESIGN.md).
+/// What became of one request: a closed set (docs/design.md).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Outcome {

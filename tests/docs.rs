@@ -568,12 +568,13 @@ fn load_and_wrap_help_put_each_option_under_its_heading() {
         [
             "Options",
             "The server's command (supervision)",
+            // wrap's own business, right after the server: its clients and their recording.
+            "Client traffic (MCP stdio relay, HTTP proxy)",
+            "Recording the session",
             "Container target (Docker)",
             "Output files",
             "TLS",
             "Resources (sampling)",
-            "Client traffic (MCP stdio relay, HTTP proxy)",
-            "Recording the session",
         ],
         "{wrap:#?}"
     );
@@ -592,6 +593,24 @@ fn load_and_wrap_help_put_each_option_under_its_heading() {
             "--record-mask-key"
         ]
     );
+
+    // replay's ~30 flags under headings of their own, its speeds first; none left in "Options".
+    let replay = headings(&help(&["replay", "--help"]));
+    let names: Vec<&str> = replay.iter().map(|(h, _)| h.as_str()).collect();
+    assert_eq!(
+        names[..3],
+        ["Arguments", "Options", "The recording's speeds"],
+        "{replay:#?}"
+    );
+    let under = |h: &str| &replay.iter().find(|(n, _)| n == h).unwrap().1;
+    assert_eq!(under("Options"), &["--help"], "{replay:#?}");
+    for f in ["--speeds", "--find-limit", "--sessions", "--compare"] {
+        assert!(
+            under("The recording's speeds").contains(&f.to_string()),
+            "{f}"
+        );
+    }
+    assert!(under("Verdict rules").contains(&"--factor".to_string()));
 }
 
 /// The glossary's words, defined once in the guide and once in `load --help`.
@@ -769,5 +788,32 @@ fn no_file_in_the_repository_names_a_path_outside_it() {
         hits.is_empty(),
         "paths outside the repository:\n{}",
         hits.join("\n")
+    );
+}
+
+/// The repository stands alone: no file in it names the folder beside it where the project's
+/// design notes were kept (a comment in src/journal.rs once did).
+#[test]
+fn no_file_names_a_path_outside_the_repository() {
+    let beside = format!("{}/{}", "..", "shared");
+    let design = format!("{}/{}", "shared", "DESIGN.md");
+    let mut bad = Vec::new();
+    let mut stack: Vec<std::path::PathBuf> = ["src", "tests", "docs", "scripts", "examples", ".ci"]
+        .iter()
+        .map(|d| repo().join(d))
+        .chain([repo().join("README.md"), repo().join("Cargo.toml")])
+        .collect();
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        } else if let Ok(text) = std::fs::read_to_string(&p) {
+            if text.contains(&beside) || text.contains(&design) {
+                bad.push(p.display().to_string());
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "these name a path outside the repository: {bad:?}"
     );
 }

@@ -139,7 +139,7 @@ fn row_matches_report(r: &Row, report: &Value) {
     };
     let secs = |k: &str| match few(k) {
         true => format!("(n={})", lat["count"]),
-        false => shown(lat[k].as_f64().unwrap()),
+        false => shown_duration(lat[k].as_f64().unwrap()),
     };
     assert_eq!(
         (r.max.as_str(), r.p50.as_str(), r.p99.as_str()),
@@ -156,19 +156,6 @@ fn row_matches_report(r: &Row, report: &Value) {
         assert!(p50 <= p99, "{r:?}");
         // Each to three figures: a p99 may read up to half a unit in its last place above the max.
         assert!(p99 <= max * 1.005 + 1e-9, "{r:?}");
-    }
-}
-
-/// A duration as a person reads it in a row: three figures in the unit that fits (µs, ms, s).
-fn shown(s: f64) -> String {
-    match s {
-        s if s < 0.000_999_5 => format!("{:.0}µs", s * 1e6),
-        s if s < 0.009_995 => format!("{:.2}ms", s * 1e3),
-        s if s < 0.099_95 => format!("{:.1}ms", s * 1e3),
-        s if s < 0.999_5 => format!("{:.0}ms", s * 1e3),
-        s if s < 9.999_5 => format!("{s:.3}s"),
-        s if s < 99.995 => format!("{s:.2}s"),
-        s => format!("{s:.1}s"),
     }
 }
 

@@ -31,6 +31,7 @@ mod merge;
 mod observe;
 mod observed_report;
 mod ok_timers;
+mod one_truth;
 mod open;
 mod own_lag;
 mod pillars;

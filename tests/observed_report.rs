@@ -62,6 +62,8 @@ fn the_report_of_a_wrap_journal_tables_the_calls_and_ties_the_cut_off_one_to_the
     let dir = tempdir("observed-report");
     let journal = dir.join("wrap.jsonl");
     watchdog_journal(&journal);
+    // Every view tells the same calls.
+    crate::one_truth::views_agree(&journal);
 
     let text = report(&journal, &[]);
     assert!(

@@ -331,7 +331,7 @@ fn the_proxy_s_502_while_nothing_listens_keeps_its_words_in_every_view() {
     let terminal = std::fs::read_to_string(dir.join("wrap.err")).unwrap();
     eprintln!("{terminal}");
     assert!(
-        terminal.contains("GET /api/items: connect refused after 0."),
+        terminal.contains("GET /api/items: connect refused after "),
         "{terminal}"
     );
     assert!(terminal.contains(&words), "{terminal}");

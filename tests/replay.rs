@@ -165,7 +165,37 @@ fn a_recorded_sdk_session_holds_at_1x_and_fails_where_its_calls_queue() {
         stderr.contains("opened with the recorded initialize"),
         "{stderr}"
     );
+    // Each speed is named as a speed in every view, never by its arrival rate or a cap on requests
+    // in flight; its max is never below its ok latency's.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for (i, name) in ["1×", "2×", "4×", "8×"].iter().enumerate() {
+        let level = &r["levels"][i];
+        assert_eq!(level["name"], *name, "{level:#}");
+        assert!(level["concurrency"].is_null(), "{level:#}");
+        if let (Some(max), Some(lat)) = (level["max_s"].as_f64(), level["latency"]["max"].as_f64())
+        {
+            assert!(max >= lat, "max_s {max} < latency.max {lat}: {level:#}");
+        }
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(*name)),
+            "no row for {name} on stdout:\n{stdout}"
+        );
+    }
+    assert!(
+        !stderr.contains("--duration or --rounds"),
+        "replay has neither flag: {stderr}"
+    );
     let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
+    assert!(html.contains("speed 4×"), "the HTML names the speed");
+    for l in html.split("<title>level ").skip(1) {
+        let head: String = l.chars().take(40).collect();
+        assert!(
+            head.contains("(speed "),
+            "a level named by its rate: {head}"
+        );
+    }
     assert!(
         html.contains("id=\"replay\""),
         "the HTML has the replay section"
@@ -183,6 +213,7 @@ fn a_recorded_sdk_session_holds_at_1x_and_fails_where_its_calls_queue() {
     );
     let again: Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(again["replay"]["words"], r["replay"]["words"]);
+    crate::one_truth::views_agree(&dir.join("j.jsonl"));
 }
 
 /// --find-limit searches the speed: from 1×, doubling until a speed fails, then bisecting; the
@@ -281,6 +312,7 @@ fn a_browser_style_har_replays_against_the_url_with_no_difference() {
     );
     assert_eq!(out.status.code(), Some(0), "every speed held");
     assert_eq!(r["replay"]["transport"], "http");
+    crate::one_truth::views_agree(&dir.join("j.jsonl"));
     for (speed, verdict, compared, differed) in speeds(&r) {
         assert_eq!(
             (verdict.as_str(), compared, differed),

@@ -606,6 +606,60 @@ mod tests {
         assert!(config_timers(&["python3".into(), "app.py".into()]).is_empty());
     }
 
+    fn ended(code: Option<i32>, signal: Option<&str>) -> Ended {
+        Ended {
+            pid: 7,
+            ppid: None,
+            command: "srv".into(),
+            exit_t: 5.0,
+            age: 5.0,
+            code,
+            signal: signal.map(str::to_string),
+            unknown: false,
+            serving: true,
+            listen_after: None,
+            listen_early: 0.0,
+            first_line_after: None,
+            words: None,
+            last_line: None,
+            said_why: false,
+        }
+    }
+
+    /// Each status that means a timer fired is read as one, and only those: the alarm signals, a
+    /// CPU-time limit, exit 124, and a kill at a --timer's age (only when the flag fits).
+    #[test]
+    fn a_status_names_a_timer_only_when_it_means_one_fired() {
+        for sig in ["SIGALRM", "SIGVTALRM", "SIGPROF"] {
+            let why = ended(None, Some(sig)).fired(false);
+            assert_eq!(
+                why.as_deref(),
+                Some(format!("killed by {sig}: a timer of its own expired").as_str())
+            );
+        }
+        assert_eq!(
+            ended(None, Some("SIGXCPU")).fired(false).as_deref(),
+            Some("killed by SIGXCPU: its CPU-time limit ran out")
+        );
+        assert!(ended(Some(124), None).fired(false).is_some());
+        for sig in ["SIGKILL", "SIGTERM"] {
+            assert_eq!(
+                ended(None, Some(sig)).fired(true),
+                Some(format!("killed by {sig} at the age of a --timer"))
+            );
+            assert_eq!(ended(None, Some(sig)).fired(false), None, "{sig}");
+        }
+        for (code, sig) in [
+            (Some(1), None),
+            (Some(0), None),
+            (Some(137), None),
+            (None, Some("SIGSEGV")),
+            (None, Some("SIGINT")),
+        ] {
+            assert_eq!(ended(code, sig).fired(true), None, "{code:?} {sig:?}");
+        }
+    }
+
     #[test]
     fn roundness_picks_a_start_but_claims_nothing_alone() {
         assert_eq!(near_round_within(5.01, 0.15), Some(5.0));

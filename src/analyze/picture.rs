@@ -93,6 +93,9 @@ pub struct Group {
     /// An open-loop level's arrival rate (its concurrency is then the in-flight cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
+    /// A level's lane as its level is named ([`LevelBand::label`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level_label: Option<String>,
     /// Distinct workers seen, so the lane's height.
     pub rows: u32,
     pub first_s: f64,
@@ -186,6 +189,10 @@ pub struct LevelBand {
     /// An open-loop level's arrival rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
+    /// The level as every view names it, short ("8", "200/s", "4×") and whole ("concurrency 8",
+    /// "rate 200/s", "speed 4×").
+    pub name: String,
+    pub label: String,
     pub start_s: f64,
     pub end_s: Option<f64>,
     pub skipped: Option<String>,
@@ -398,6 +405,10 @@ pub fn build(
             .iter()
             .find(|l| super::verdict::group_of_level(l.index) == g.name)
             .and_then(|l| l.rate);
+        g.level_label = levels
+            .iter()
+            .find(|l| super::verdict::group_of_level(l.index) == g.name)
+            .map(|l| l.label.clone());
     }
     let markers = markers(recs, lives, suspicions);
     let end_s = recs
@@ -605,6 +616,7 @@ impl Requests {
                     name: group.clone(),
                     concurrency: None,
                     rate: None,
+                    level_label: None,
                     rows: 0,
                     first_s: *start_s,
                     last_s: end_s,
@@ -966,6 +978,8 @@ fn levels(recs: &[Record], mcp: bool) -> Vec<LevelBand> {
                     index: *index,
                     concurrency: *concurrency,
                     rate: None,
+                    name: concurrency.to_string(),
+                    label: format!("concurrency {concurrency}"),
                     start_s: r.t_s,
                     end_s: skipped.as_ref().map(|_| r.t_s),
                     skipped: skipped.clone(),
@@ -979,6 +993,17 @@ fn levels(recs: &[Record], mcp: bool) -> Vec<LevelBand> {
             } => {
                 if let Some(l) = out.iter_mut().rev().find(|l| l.index == *index) {
                     l.rate = Some(*rate_per_s);
+                    // A replay's speed, when it has one, names it instead (below).
+                    if !l.label.starts_with("speed") {
+                        l.name = crate::journal::rate_words(*rate_per_s);
+                        l.label = format!("rate {}", l.name);
+                    }
+                }
+            }
+            Event::ReplayLevel { index, speed, .. } => {
+                if let Some(l) = out.iter_mut().rev().find(|l| l.index == *index) {
+                    l.name = crate::journal::speed_words(*speed);
+                    l.label = format!("speed {}", l.name);
                 }
             }
             Event::LevelEnd {

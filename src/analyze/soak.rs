@@ -58,6 +58,10 @@ pub struct KindRow {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Status codes, or the error's name when there was no response.
     pub statuses: BTreeMap<String, u64>,
+    /// For each failing status or error above, what the first such request's answer said (the
+    /// server's words, as load's failures quote them): one per key, so bounded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub said: BTreeMap<String, String>,
     /// Over ok requests, from the scheduled send time when late.
     pub latency: Option<Latency>,
     /// Sends that went more than 5 ms after they were due (the worker was behind).
@@ -303,6 +307,13 @@ impl Fold {
             (None, Outcome::Error { error, .. }) => error.to_string(),
             (None, o) => o.label().into(),
         };
+        if r.outcome.is_failure() || at.is_some() {
+            if let Some(d) = r.detail.filter(|d| !d.is_empty()) {
+                k.said
+                    .entry(status.clone())
+                    .or_insert_with(|| d.chars().take(200).collect());
+            }
+        }
         *k.statuses.entry(status).or_default() += 1;
         if in_window {
             k.in_fault_windows += 1;
@@ -352,6 +363,7 @@ struct Req<'a> {
     status: Option<u16>,
     outcome: &'a Outcome,
     connect_s: Option<f64>,
+    detail: Option<&'a str>,
 }
 
 /// The soak analysis from the run's lifecycle records (`recs`) and its requests streamed once
@@ -427,6 +439,7 @@ pub fn analyze_soak(
             status,
             scheduled_s,
             connect_s,
+            detail,
             ..
         } = &r.event
         else {
@@ -434,6 +447,7 @@ pub fn analyze_soak(
         };
         let req = Req {
             connect_s: *connect_s,
+            detail: detail.as_deref(),
             start_s: *start_s,
             end_s: r.t_s,
             duration_s: *duration_s,

@@ -679,7 +679,10 @@ impl<'a> LoadAcc<'a> {
         if outcome.is_answer() {
             self.seen.answered(r.t_s);
         }
-        l.max_s = Some(l.max_s.unwrap_or(0.0).max(*duration_s));
+        // As the latency counts it: an open-loop request from when it was meant to go, so the
+        // level's max is never below its ok latency's.
+        let took = crate::journal::latency_s(*start_s, *duration_s, *scheduled_s);
+        l.max_s = Some(l.max_s.unwrap_or(0.0).max(took));
         if let Outcome::Error {
             error: crate::journal::ErrorKind::Interrupted,
             ..
@@ -1554,16 +1557,31 @@ fn what_happened<'a>(
             _ => None,
         })
         .collect();
-    seen_now.extend(during(&[]));
-    let text = match (outcome, seen_now.is_empty()) {
+    // What came just after the failure (a worker's death the kernel told of late) is not said to
+    // have happened while the request was in flight.
+    let (after, inside): (Vec<String>, Vec<String>) = during(&[])
+        .into_iter()
+        .partition(|s| s.ends_with(" after it failed"));
+    seen_now.extend(inside);
+    let in_flight = |seen: &[String]| {
+        let mut w = Vec::new();
+        if !seen.is_empty() {
+            w.push(format!("while it was in flight: {}", seen.join("; ")));
+        }
+        if !after.is_empty() {
+            w.push(format!("just after it failed: {}", after.join("; ")));
+        }
+        w.join("; ")
+    };
+    let text = match (outcome, seen_now.is_empty() && after.is_empty()) {
         (Outcome::Timeout { phase, limit_s }, true) => format!(
             "hit witness's own {} {phase} limit; the server did not exit while it was in flight",
             secs(*limit_s)
         ),
         (Outcome::Timeout { phase, limit_s }, false) => format!(
-            "hit witness's own {} {phase} limit; while it was in flight: {}",
+            "hit witness's own {} {phase} limit; {}",
             secs(*limit_s),
-            seen_now.join("; ")
+            in_flight(&seen_now)
         ),
         (_, true) => match restarted_before(lives, start) {
             // A restart before it: the process it went to is not the one the session began with,
@@ -1578,7 +1596,7 @@ fn what_happened<'a>(
             ),
             None => NOT_CUT.into(),
         },
-        (_, false) => format!("while it was in flight: {}", seen_now.join("; ")),
+        (_, false) => in_flight(&seen_now),
     };
     // An exit just after it, which it did not cause: context, said as later.
     let later = super::inflight::exit_later(lives, start, end, outcome).map(|l| {

@@ -43,7 +43,7 @@ pub(crate) async fn run_with(args: LoadArgs, plan: Option<ReplayPlan>) -> anyhow
     // Before anything is written or printed: credential values are scrubbed from every artifact.
     let (_, secrets) = request_headers(&args)?;
     crate::secrets::install(&secrets).map_err(|e| usage(format!("{e:#}")))?;
-    crate::load::tls::from_flags(args.tls.cacert.as_deref(), args.tls.insecure)?;
+    super::tls_trust(args.tls.cacert.as_deref(), args.tls.insecure)?;
     let mut cfg = ladder_config(&args)?;
     let call = tool_call(&args, &cfg)?;
     let replay_file = plan.as_ref().map(|p| p.file.clone());

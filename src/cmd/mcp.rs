@@ -23,7 +23,7 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
     if a.timeout.is_zero() {
         return Err(usage("--timeout must be more than zero"));
     }
-    crate::load::tls::from_flags(a.tls.cacert.as_deref(), a.tls.insecure)?;
+    super::tls_trust(a.tls.cacert.as_deref(), a.tls.insecure)?;
     let url = match &a.url {
         Some(u) => {
             let uri = crate::load::url::http_url("--url", u).map_err(usage)?;

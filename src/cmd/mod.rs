@@ -485,3 +485,13 @@ impl Signals {
         }
     }
 }
+
+/// The run's TLS trust from its flags (bad usage names the flag, exit 2); `--insecure` is said once
+/// on the terminal.
+pub(crate) fn tls_trust(cacert: Option<&std::path::Path>, insecure: bool) -> anyhow::Result<()> {
+    crate::load::tls::from_flags(cacert, insecure)?;
+    if insecure {
+        crate::errln!("witness: ! {}", crate::load::tls::INSECURE_NOTE);
+    }
+    Ok(())
+}

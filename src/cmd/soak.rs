@@ -18,7 +18,7 @@ use crate::server::process::RestartPolicy;
 use crate::server::Target;
 use crate::soak::health::SoakHealth;
 use crate::soak::plan::{self, Overrides, RealSecrets, SoakPlan, Transport};
-use crate::soak::run::{Action, Ending, Injector, Progress, Soak};
+use crate::soak::run::{Action, Ending, Injector, Soak};
 
 pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     let plan = Arc::new(load_plan(&args)?);
@@ -79,7 +79,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     check_outputs(&args.output)?;
     // Before anything is written or printed: the plan's secret values are scrubbed everywhere.
     crate::secrets::install(&plan.secret_values)?;
-    crate::load::tls::from_flags(args.tls.cacert.as_deref(), args.tls.insecure)?;
+    super::tls_trust(args.tls.cacert.as_deref(), args.tls.insecure)?;
     let journal = open_journal("soak", &args.output)?;
     crate::load::tls::journal_note(&journal);
     // Before anything else is written: no line of the journal may carry a secret's value.
@@ -298,4 +298,43 @@ fn finish(
     partial: bool,
 ) -> anyhow::Result<crate::analyze::Analysis> {
     super::finish_run(journal, &args.output, reason, partial, None)
+}
+
+/// The soak's progress on the terminal: a bar on a terminal, one line per interval otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(planned: std::time::Duration) -> Self {
+        use std::io::IsTerminal;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = indicatif::ProgressBar::new(planned.as_millis() as u64);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("soak [{bar:24}] {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            b
+        });
+        Self { bar }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl crate::soak::run::Progress for Progress {
+    fn interval(&self, elapsed_s: f64, line: &str) {
+        match &self.bar {
+            Some(b) => {
+                b.set_position((elapsed_s * 1000.0) as u64);
+                b.set_message(line.to_string());
+            }
+            None => crate::errln!("witness: soak {line}"),
+        }
+    }
 }

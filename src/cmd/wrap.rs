@@ -58,7 +58,7 @@ pub async fn run(args: WrapArgs) -> anyhow::Result<i32> {
     // LISTEN is bound before the journal and the server exist: a taken port is a usage error, and
     // a client never finds nothing there.
     if args.proxy.is_some_and(|p| p.upstream_tls) {
-        crate::load::tls::from_flags(args.tls.cacert.as_deref(), args.tls.insecure)?;
+        super::tls_trust(args.tls.cacert.as_deref(), args.tls.insecure)?;
     }
     let proxy = crate::observe::proxy::bind(args.proxy)?;
     // With --proxy the recording is the HTTP (HAR); else the stdio session (JSONL).

@@ -157,14 +157,10 @@ pub fn current() -> Arc<Tls> {
         .clone()
 }
 
-/// The run's trust from its flags, at the edge: bad usage (exit 2) names the flag; `--insecure` is
-/// said once on the terminal here (and journalled by [`journal_note`]).
+/// The run's trust from its flags, at the edge: bad usage (exit 2) names the flag. `--insecure` is
+/// said by the command (and journalled by [`journal_note`]): this module prints nothing.
 pub fn from_flags(cacert: Option<&Path>, insecure: bool) -> anyhow::Result<Arc<Tls>> {
-    let tls = install(cacert, insecure).map_err(crate::error::usage)?;
-    if insecure {
-        crate::errln!("witness: ! {INSECURE_NOTE}");
-    }
-    Ok(tls)
+    install(cacert, insecure).map_err(crate::error::usage)
 }
 
 /// Journals `--insecure` as a note, so every report says it.

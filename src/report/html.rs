@@ -150,11 +150,20 @@ fn soak_summary(o: &mut String, a: &Analysis) {
     resolution(o, &a.resolution);
     // A soak that never started has no trend to tell.
     if s.refused.is_none() {
+        // As the terminal says it: no slope beside "too few samples".
+        let slope = if m.class == crate::analyze::trend::TrendClass::TooFewSamples {
+            String::new()
+        } else {
+            format!(
+                " ({}{}/s)",
+                if m.slope_bytes_per_s >= 0.0 { "+" } else { "-" },
+                super::bytes(m.slope_bytes_per_s.abs())
+            )
+        };
         let _ = writeln!(
             o,
-            "<p>server memory: <b>{}</b> ({}/s): {}</p>",
+            "<p>server memory: <b>{}</b>{slope}: {}</p>",
             m.class,
-            super::bytes(m.slope_bytes_per_s),
             esc(&m.detail)
         );
         let had = s.resources.peak.as_ref().is_some_and(|p| p.children > 0);
@@ -174,10 +183,14 @@ fn soak_summary(o: &mut String, a: &Analysis) {
     }
     o.push_str("<table><tr><th>kind</th><th>requests</th><th>ok</th><th>rejected</th><th>timeouts</th><th>errors</th><th>p50</th><th>p95</th><th>p99</th><th>max</th><th>baseline</th></tr>\n");
     for k in s.kinds.iter().chain(std::iter::once(&s.totals)) {
-        let l = |f: fn(&crate::analyze::stats::Latency) -> f64| {
+        // As the terminal shows them: a percentile of too few requests is "(n=K)".
+        let l = |name: &str| {
             k.latency
                 .as_ref()
-                .map(|x| format!("{:.1} ms", f(x) * 1000.0))
+                .map(|x| match name {
+                    "max" => took(x.max),
+                    _ => x.shown(name, took),
+                })
                 .unwrap_or_else(|| "-".into())
         };
         let _ = writeln!(
@@ -190,10 +203,10 @@ fn soak_summary(o: &mut String, a: &Analysis) {
             k.rejected,
             k.timeouts,
             k.errors,
-            l(|x| x.p50),
-            l(|x| x.p95),
-            l(|x| x.p99),
-            l(|x| x.max),
+            l("p50"),
+            l("p95"),
+            l("p99"),
+            l("max"),
             if k.clean_baseline { "clean".to_string() } else { format!("{} in fault windows", k.in_fault_windows) }
         );
     }
@@ -376,10 +389,10 @@ fn verdict_table(
             .as_ref()
             .and_then(|p| crate::analyze::tcp_timers::phases_line(r.concurrency, p))
             .map(|p| match &r.rate {
-                // A rate level's concurrency is its in-flight cap: named by its rate instead.
-                Some(x) => p.replacen(
+                // A rate level's concurrency is its in-flight cap: named as every view names it.
+                Some(_) => p.replacen(
                     &format!("(n={})", r.concurrency),
-                    &format!("({})", crate::journal::rate_words(x.rate_per_s)),
+                    &format!("({})", r.name()),
                     1,
                 ),
                 None => p,
@@ -1041,11 +1054,8 @@ fn chart(a: &Analysis) -> String {
             let _ = write!(
                 c.body,
                 "<g><title>level {} ({}): t={:.3}s to {}; health before {}, after {}{}{}</title><rect class=\"level{}\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"16\"/>",
-                l.index,
-                match l.rate {
-                    Some(r) => format!("rate {}", crate::journal::rate_words(r)),
-                    None => format!("concurrency {}", l.concurrency),
-                },
+                l.name,
+                l.label,
                 l.start_s,
                 l.end_s.map(|e| format!("t={e:.3}s")).unwrap_or_else(|| "the journal's end".into()),
                 esc(&l.health_before),
@@ -1062,10 +1072,7 @@ fn chart(a: &Analysis) -> String {
                     "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
                     x0 + 3.0,
                     ly + 13.0,
-                    match l.rate {
-                        Some(r) => crate::journal::rate_words(r),
-                        None => format!("c={}", l.concurrency),
-                    }
+                    esc(&l.name)
                 );
             }
             c.body.push_str("</g>");
@@ -1766,11 +1773,8 @@ fn distribution(o: &mut String, p: &Picture, d: &Distribution, ox: f64, oy: f64)
 /// A level's lane is named by its concurrency, the figure people compare; an observed call's by its
 /// method or tool (its heading says where it passed); others by their group.
 fn lane_name(g: &Group) -> String {
-    match (g.concurrency, &g.observed) {
-        (Some(_), _) if g.rate.is_some() => {
-            format!("rate {}", crate::journal::rate_words(g.rate.unwrap_or(0.0)))
-        }
-        (Some(c), _) => format!("concurrency {c}"),
+    match (&g.level_label, &g.observed) {
+        (Some(l), _) => l.clone(),
         (None, Some(o)) => o.label.clone(),
         (None, None) => g.name.clone(),
     }

@@ -71,7 +71,11 @@ pub fn value(a: &Analysis) -> serde_json::Value {
                 .map(|r| {
                     serde_json::json!({
                         "index": r.index,
-                        "concurrency": r.concurrency,
+                        // The level as every view names it: workers ("8"), a rate ("200/s"), a
+                        // replay's speed ("4×"); an open-loop level has no concurrency (its cap
+                        // on requests in flight is `rate.max_in_flight`).
+                        "name": r.name(),
+                        "concurrency": r.rate.is_none().then_some(r.concurrency),
                         "verdict": r.verdict,
                         "counts": r.counts,
                         "max_s": r.max_s,

@@ -283,9 +283,21 @@ fn load_block(t: &Terminal, l: &LoadAnalysis, resolved: &[Resolved]) -> String {
             .as_ref()
             .is_some_and(|x| !x.too_few_for.is_empty())
     }) {
-        o.push_str(
-            "(n=K) in a percentile's column: K ok requests are too few to have one (p50 needs 2, p99 needs 100); --duration or --rounds gives a level more\n",
-        );
+        // How to get more, in the flags the run's own command has.
+        let more = if l
+            .levels
+            .iter()
+            .any(|r| r.rate.as_ref().is_some_and(|x| x.speed.is_some()))
+        {
+            "--sessions plays more copies of the session at each speed"
+        } else if l.levels.iter().any(|r| r.rate.is_some()) {
+            "a longer --duration gives a rate more"
+        } else {
+            "--duration or --rounds gives a level more"
+        };
+        o.push_str(&format!(
+            "(n=K) in a percentile's column: K ok requests are too few to have one (p50 needs 2, p99 needs 100); {more}\n",
+        ));
     }
     for r in &l.levels {
         let sev = if r.verdict == "pass" { "info" } else { "bad" };
@@ -682,6 +694,18 @@ fn soak_block(t: &Terminal, s: &SoakAnalysis, resolved: &[Resolved]) -> String {
         };
         o.push_str(&t.paint(sev, &line));
         o.push('\n');
+        // What the failures said, once per status (the totals row repeats the kinds': not again).
+        if !std::ptr::eq(k, &s.totals) {
+            for (status, said) in &k.said {
+                let n = k.statuses.get(status).copied().unwrap_or(0);
+                // An HTTP status is the server's answer; an error's detail is what failed.
+                let what = match status.parse::<u16>() {
+                    Ok(code) => format!("HTTP {code}: the server said: {said}"),
+                    Err(_) => format!("{status}: {said}"),
+                };
+                o.push_str(&format!("      {n} × {what}\n"));
+            }
+        }
     }
     let r = &s.resources;
     let m = &r.memory_trend;
@@ -711,11 +735,20 @@ fn soak_block(t: &Terminal, s: &SoakAnalysis, resolved: &[Resolved]) -> String {
             (None, Some(x)) => format!(" (the server's own not read yet -> {})", bytes(x as f64)),
             _ => String::new(),
         };
+        // A slope from too few readings means nothing: it is not printed beside the words that
+        // say so.
+        let slope = if m.class == crate::analyze::trend::TrendClass::TooFewSamples {
+            String::new()
+        } else {
+            format!(
+                " ({}{}/s)",
+                if m.slope_bytes_per_s >= 0.0 { "+" } else { "-" },
+                bytes(m.slope_bytes_per_s.abs())
+            )
+        };
         let line = format!(
-            "  memory: {} ({}{}/s): {}\n  rss {} -> {}{own} (peak {}); threads {} -> {}; fds {} -> {}; children {} -> {}; {} readings{}",
+            "  memory: {}{slope}: {}\n  rss {} -> {}{own} (peak {}); threads {} -> {}; fds {} -> {}; children {} -> {}; {} readings{}",
             m.class,
-            if m.slope_bytes_per_s >= 0.0 { "+" } else { "-" },
-            bytes(m.slope_bytes_per_s.abs()),
             m.detail,
             was(|b| bytes(b.rss_bytes as f64)),
             bytes(a.rss_bytes as f64),
@@ -777,7 +810,7 @@ fn soak_block(t: &Terminal, s: &SoakAnalysis, resolved: &[Resolved]) -> String {
     }
     let failed: Vec<_> = s.invariants.iter().filter(|i| i.failed > 0).collect();
     o.push_str(&format!(
-        "  invariants: {} checked at {} intervals; {}\n",
+        "  invariants: {} checked at each of {} intervals; {}\n",
         s.invariants.len(),
         s.intervals.len(),
         if failed.is_empty() {

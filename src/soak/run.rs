@@ -533,49 +533,11 @@ async fn worker(sh: Arc<Shared>, role: Role, worker: u32, t0_s: f64, end_s: f64)
 
 // ---- progress ------------------------------------------------------------------------------------
 
-/// The progress display: a bar on a terminal, one line per interval otherwise.
-pub struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-}
-
-impl Progress {
-    pub fn new(planned: Duration) -> Self {
-        use std::io::IsTerminal;
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let b = indicatif::ProgressBar::new(planned.as_millis() as u64);
-            b.set_style(
-                indicatif::ProgressStyle::with_template("soak [{bar:24}] {msg}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-            );
-            b
-        });
-        Self { bar }
-    }
-
-    fn interval(&self, elapsed_s: f64, line: &str) {
-        match &self.bar {
-            Some(b) => {
-                b.set_position((elapsed_s * 1000.0) as u64);
-                b.set_message(line.to_string());
-            }
-            None => crate::errln!("witness: soak {line}"),
-        }
-    }
-
-    /// A line that stays (a fault, a violation).
-    pub fn say(&self, line: &str) {
-        match &self.bar {
-            Some(b) => b.println(format!("witness: {line}")),
-            None => crate::errln!("witness: {line}"),
-        }
-    }
-
-    pub fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
-    }
+/// Where the soak's progress goes, line by line: a view the command gives it (the engine prints
+/// nothing itself).
+pub trait Progress {
+    /// An interval's progress line, `elapsed_s` into the soak.
+    fn interval(&self, elapsed_s: f64, line: &str);
 }
 
 /// The progress line's text.
@@ -634,7 +596,7 @@ pub struct Soak<'a> {
     pub injects: Vec<Inject>,
     /// Whether witness reads the server's output (fatal log lines can be seen).
     pub owned: bool,
-    pub progress: &'a Progress,
+    pub progress: &'a dyn Progress,
 }
 
 /// One check's result at one interval.

@@ -459,3 +459,17 @@ impl Drop for Deadline {
         self.0.take();
     }
 }
+
+/// A duration as every view of witness shows it: the unit that fits (µs, ms, s), three figures
+/// below a second, milliseconds above ("85µs", "1.24ms", "12.5ms", "240ms", "2.414s", "85.03s").
+pub fn shown_duration(s: f64) -> String {
+    match s {
+        s if s < 0.000_999_5 => format!("{:.0}µs", s * 1e6),
+        s if s < 0.009_995 => format!("{:.2}ms", s * 1e3),
+        s if s < 0.099_95 => format!("{:.1}ms", s * 1e3),
+        s if s < 0.999_5 => format!("{:.0}ms", s * 1e3),
+        s if s < 9.999_5 => format!("{s:.3}s"),
+        s if s < 99.995 => format!("{s:.2}s"),
+        s => format!("{s:.1}s"),
+    }
+}
