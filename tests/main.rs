@@ -55,4 +55,5 @@ mod tcp_timers;
 mod tls;
 mod tree;
 mod views;
+mod words;
 mod wrap;

@@ -2427,6 +2427,159 @@ mod tests {
         assert_eq!(l.verdict, "fail");
     }
 
+    /// Who served a level decides `restarted` and `died`: a process spawned during it is a
+    /// restart even when the identity after could not be read; the server's first spawn at the
+    /// level's very start is not; an identity gone after with no exit is "nothing listens any
+    /// more"; an exit before the level began is not the level's. (cargo mutants: each survived.)
+    #[test]
+    fn a_level_s_restart_and_death_are_read_from_the_lives_within_it() {
+        let unread_after = |index: u32, t: f64| {
+            (
+                t,
+                Event::LevelEnd {
+                    index,
+                    concurrency: 1,
+                    health: probe(200),
+                    identity: None,
+                    stopped: None,
+                    not_sent: None,
+                    held: None,
+                    witness_cpu_s: None,
+                    protocol: None,
+                },
+            )
+        };
+        let ok = |id: u64, index: u32, t: f64| req(id, index, t, 0.01, Outcome::Ok);
+        // Level 0: pid 9 spawned inside it, the identity after unread: a restart.
+        // Level 1 starts at the instant pid 11 is spawned: not a restart of level 1.
+        // Level 2: pid 11's identity is gone after, and nothing exited: nothing listens any more.
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 1, 0.1, 7),
+            ok(0, 0, 0.2),
+            (0.5, exit(7, 1, 0.5, false)),
+            (0.6, spawn(9)),
+            ok(1, 0, 0.7),
+            unread_after(0, 1.0),
+            (2.0, exit(9, 1, 1.4, false)),
+            (3.0, spawn(11)),
+            level(1, 1, 3.0, 11),
+            ok(2, 1, 3.1),
+            level_end(1, 1, 3.5, 11),
+            level(2, 1, 4.0, 11),
+            ok(3, 2, 4.1),
+            unread_after(2, 4.5),
+            // A later process is no restart of the levels before it.
+            (4.8, spawn(13)),
+            (5.0, end()),
+        ];
+        let a = analyze(&loaded(ev));
+        let l = a.load.unwrap();
+        assert!(l.levels[0].restarted, "{:?}", l.levels[0]);
+        assert!(!l.levels[1].restarted, "{:?}", l.levels[1]);
+        assert_eq!(
+            l.levels[1].died, None,
+            "pid 9's exit before level 1 is not its"
+        );
+        assert!(!l.levels[2].restarted, "{:?}", l.levels[2]);
+        assert_eq!(
+            l.levels[2].died.as_deref(),
+            Some("nothing listens any more"),
+            "{:?}",
+            l.levels[2]
+        );
+    }
+
+    /// A worker that died just after a request failed (the kernel told of it 0.22 s later) is said
+    /// as after the failure, never as "while it was in flight".
+    #[test]
+    fn what_came_after_a_failure_is_not_said_to_be_in_flight() {
+        let mut ev = vec![(0.0, settings()), (0.0, spawn(7)), level(0, 1, 0.1, 7)];
+        ev.push(req(0, 0, 0.5, 0.5, err()));
+        ev.push((
+            1.22,
+            Event::WorkerExit {
+                pid: 11,
+                ppid: 7,
+                command: vec!["gunicorn:".into(), "worker".into()],
+                age_s: 1.0,
+                how: "killed by SIGABRT".into(),
+                source: "wait".into(),
+                code: None,
+                signal: Some("SIGABRT".into()),
+                helper: false,
+            },
+        ));
+        ev.push(level_end(0, 1, 1.5, 7));
+        ev.push((1.6, end()));
+        let a = analyze(&loaded(ev));
+        let f = &a.load.unwrap().levels[0].failures[0];
+        assert!(
+            !f.annotation
+                .contains("while it was in flight: worker pid 11"),
+            "{}",
+            f.annotation
+        );
+        assert!(
+            f.annotation.contains("just after it failed: worker pid 11"),
+            "{}",
+            f.annotation
+        );
+    }
+
+    /// What a level keeps of its failures is bounded ([`FAILURES_KEPT`] of each), counted one by one
+    /// (errors by kind, requests nobody listened for), and a refusal at a timer that said nothing
+    /// is not quoted as an empty answer. (cargo mutants: each of these survived the unit tests.)
+    #[test]
+    fn failures_are_counted_one_by_one_and_kept_up_to_the_bound() {
+        let no = |s: u16| Outcome::Rejected {
+            status: Some(s),
+            reason: format!("HTTP {s}"),
+        };
+        let n = FAILURES_KEPT as u64 + 5;
+        let mut ev = vec![(0.0, settings()), level(0, 4, 0.1, 7)];
+        for i in 0..n {
+            ev.push(req(i, 0, 0.1 + 0.001 * i as f64, 0.05, err()));
+        }
+        for i in 0..3 {
+            let refused = Outcome::Error {
+                error: ErrorKind::ConnectRefused,
+                status: None,
+            };
+            ev.push(req(100 + i, 0, 0.2, 0.001, refused));
+        }
+        ev.push(level_end(0, 4, 0.5, 7));
+        ev.push(level(1, 4, 0.6, 7));
+        for i in 0..n {
+            let (t, mut e) = req(200 + i, 1, 0.6 + 0.001 * i as f64, 2.001, no(503));
+            if let Event::Request { detail, .. } = &mut e {
+                *detail = Some(String::new());
+            }
+            ev.push((t, e));
+        }
+        ev.push(level_end(1, 4, 3.0, 7));
+        ev.push((3.1, end()));
+        let a = analyze(&loaded(ev));
+        let l = a.load.unwrap();
+        let (e, at) = (&l.levels[0], &l.levels[1]);
+        assert_eq!(e.counts.error, n);
+        assert_eq!(e.counts.no_listener, 3);
+        assert_eq!(
+            e.errors_by_kind.values().sum::<u64>(),
+            n + 3,
+            "{:?}",
+            e.errors_by_kind
+        );
+        assert_eq!(e.failures.len(), FAILURES_KEPT);
+        assert_eq!(at.counts.error, n, "{:?}", at.reasons);
+        assert_eq!(at.failures.len(), FAILURES_KEPT);
+        for f in &at.failures {
+            assert!(!f.annotation.starts_with("answered ;"), "{}", f.annotation);
+            assert!(!f.annotation.starts_with("answered "), "{}", f.annotation);
+        }
+    }
+
     #[test]
     fn a_lone_refusal_at_a_timer_another_level_found_is_that_timer_in_counts_words_and_picture() {
         let no = |s: u16| Outcome::Rejected {

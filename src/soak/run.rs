@@ -191,7 +191,8 @@ pub struct Tally {
     pub rejected: u64,
     pub failed: u64,
     pub late: u64,
-    pub p95_s: Option<f64>,
+    /// The ok requests' p95 so far as every view shows it ("3.37ms", or "(n=12)" from too few).
+    pub p95: Option<String>,
 }
 
 struct Shared {
@@ -401,7 +402,10 @@ impl Shared {
             rejected: l.rejected,
             failed: l.failed,
             late: l.late,
-            p95_s: l.latency.latency().map(|x| x.p95),
+            p95: l
+                .latency
+                .latency()
+                .map(|x| x.shown("p95", crate::units::took)),
         }
     }
 }
@@ -561,9 +565,7 @@ pub fn progress_line(
         } else {
             String::new()
         },
-        t.p95_s
-            .map(|p| format!("{:.1}ms", p * 1000.0))
-            .unwrap_or_else(|| "-".into()),
+        t.p95.as_deref().unwrap_or("-"),
         rss.map(|b| bytes(b as f64)).unwrap_or_else(|| "-".into()),
     )
 }
