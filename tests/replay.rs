@@ -187,8 +187,23 @@ fn a_recorded_sdk_session_holds_at_1x_and_fails_where_its_calls_queue() {
         !stderr.contains("--duration or --rounds"),
         "replay has neither flag: {stderr}"
     );
+    assert!(
+        stderr.contains("--sessions plays more copies of the session at each speed"),
+        "the legend names replay's own flag: {stderr}"
+    );
     let html = std::fs::read_to_string(dir.join("r.html")).unwrap();
     assert!(html.contains("speed 4×"), "the HTML names the speed");
+    // Each level's band, where it is wide enough for a label, is labelled with its speed.
+    let mut labelled = 0;
+    for band in html.split("<g><title>level ").skip(1) {
+        let band = band.split("</g>").next().unwrap();
+        let name = band.split(' ').next().unwrap();
+        if let Some(label) = band.split("\">").last().filter(|_| band.contains("<text")) {
+            assert_eq!(label.trim_end_matches("</text>"), name, "{band}");
+            labelled += 1;
+        }
+    }
+    assert!(labelled > 0, "no band wide enough for its label");
     for l in html.split("<title>level ").skip(1) {
         let head: String = l.chars().take(40).collect();
         assert!(
