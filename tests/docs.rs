@@ -154,10 +154,11 @@ fn blocks(file: &Path) -> Vec<Block> {
                     commands.push(Doc {
                         at: format!("{name}:{n}"),
                         args: words(c.trim_start()),
-                        stdin: c
-                            .split_once(" < ")
-                            .and_then(|(_, f)| f.split_whitespace().next())
-                            .map(str::to_string),
+                        // A `<` outside quotes (a threshold's `'p95 < 300ms'` is an argument).
+                        stdin: shlex::split(c).and_then(|w| {
+                            let at = w.iter().position(|x| x == "<")?;
+                            w.get(at + 1).cloned()
+                        }),
                         shown: Vec::new(),
                     });
                     in_output = prompt;
@@ -544,7 +545,7 @@ fn load_and_wrap_help_put_each_option_under_its_heading() {
     assert!(container.contains(&"--image".to_string()), "{container:?}");
     assert_eq!(
         under("Output files"),
-        &["--journal", "--report", "--html", "--trace"]
+        &["--journal", "--report", "--html", "--trace", "--junit"]
     );
     assert_eq!(under("TLS"), &["--cacert", "--insecure"]);
     assert!(under("Load shape").contains(&"--levels".to_string()));

@@ -8,6 +8,7 @@ mod docker;
 mod badinput;
 mod bounded;
 mod causes;
+mod ci;
 mod classify;
 mod classify_soak;
 mod container;

@@ -2,6 +2,7 @@
 //! re-renders any past run exactly, and every finding is unit-tested on hand-built event lists.
 
 pub mod answers;
+pub mod asserts;
 pub mod classify;
 pub mod cuts;
 pub mod evidence;
@@ -203,6 +204,8 @@ pub struct Analysis {
     pub last_status: Option<i32>,
     /// The code witness itself exited with, as its end record says (None: no end record).
     pub exit_code: Option<i32>,
+    /// The run's thresholds (`--assert`), each judged from this analysis.
+    pub asserts: Vec<asserts::Judged>,
     /// Warnings and errors the run noted.
     pub notes: Vec<(f64, String, String)>,
     /// GPU readings per device, or why there are none.
@@ -444,7 +447,7 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     };
     cuts.finish(&mut suspicions, &named);
     suspicions.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-    Analysis {
+    let mut a = Analysis {
         live: None,
         mode: header.mode.clone(),
         command: header.command.clone(),
@@ -466,10 +469,14 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
         restarts,
         last_status,
         exit_code: exit_code.flatten(),
+        asserts: Vec::new(),
         notes,
         gpu: gpu::section(recs),
         merged,
-    }
+    };
+    // The thresholds, judged from everything above (one decision each).
+    a.asserts = asserts::judge_texts(&a.settings.asserts, &a);
+    a
 }
 
 /// Whether the run's health probes were MCP pings (a load over MCP, or a ping journalled as one).

@@ -78,6 +78,7 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
             report: None,
             html: None,
             trace: None,
+            junit: None,
         },
     )?;
     let call = ToolCall {

@@ -321,6 +321,7 @@ pub fn check_outputs(out: &OutputArgs) -> anyhow::Result<()> {
         ("--report", &out.report),
         ("--html", &out.html),
         ("--trace", &out.trace),
+        ("--junit", &out.junit),
     ];
     let mut seen: Vec<(&str, &std::path::Path, Option<std::path::PathBuf>)> = Vec::new();
     for (flag, path) in files {
@@ -415,6 +416,26 @@ pub fn write_views(out: &OutputArgs, analysis: &Analysis) -> anyhow::Result<()> 
     if let Some(p) = &out.trace {
         views::write_file(&views::trace::Trace, analysis, p, "--trace")?;
         crate::errln!("witness: trace (open in ui.perfetto.dev): {}", p.display());
+    }
+    if let Some(p) = &out.junit {
+        views::write_file(&views::junit::Junit, analysis, p, "--junit")?;
+    }
+    // Under GitHub Actions, the run's summary on its page.
+    if let Some(p) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        use crate::report::View;
+        use std::io::Write;
+        let text = views::markdown::Markdown.render(analysis)?;
+        let appended = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&p)
+            .and_then(|mut f| f.write_all(&text));
+        if let Err(e) = appended {
+            crate::errln!(
+                "witness: could not append the step summary to $GITHUB_STEP_SUMMARY ({}): {e}",
+                std::path::Path::new(&p).display()
+            );
+        }
     }
     Ok(())
 }

@@ -72,6 +72,7 @@ pub async fn run(a: ReplayArgs) -> anyhow::Result<i32> {
 /// over stdio for a stdio recording, plain HTTP to --url for a HAR.
 fn load_args(a: ReplayArgs, stdio: bool) -> LoadArgs {
     LoadArgs {
+        asserts: a.asserts,
         url: a.url,
         mcp: stdio.then(|| "(replay)".to_string()),
         tool_args: None,

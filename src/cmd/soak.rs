@@ -87,6 +87,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     say_resolutions(&journal);
     journal.emit(Event::Settings(Settings {
         timers_s: args.supervise.timers_s(),
+        asserts: plan.asserts.iter().chain(&args.asserts).cloned().collect(),
         load: None,
         extra: serde_json::json!({ "soak": SoakSettings {
             duration_planned_s: plan.duration.as_secs_f64(),
@@ -191,8 +192,10 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
     match ending {
         Ok(Ending::Done) => {
             let a = finish(&journal, &args, "the soak ran its whole duration", false)?;
+            // A broken threshold fails the soak beside witness's own rules.
+            let held = a.asserts.iter().all(|j| j.ok);
             Ok(match a.soak.as_ref().map(|s| s.verdict.as_str()) {
-                Some("pass") => 0,
+                Some("pass") if held => 0,
                 _ => 1,
             })
         }

@@ -103,6 +103,7 @@ pub fn page(a: &Analysis) -> String {
     if let Some(why) = &a.partial {
         let _ = writeln!(o, "<p class=\"partial\" id=\"partial\">{}</p>", esc(why));
     }
+    thresholds(&mut o, a);
     suspicions(&mut o, a);
     soak_summary(&mut o, a);
     levels_table(&mut o, a);
@@ -420,6 +421,23 @@ fn verdict_table(
 
 /// Failed requests the page lists per level (the JSON report keeps more).
 const FAILURES_SHOWN: usize = 5;
+
+/// The run's thresholds (`--assert`), with the terminal's words: a line each, red when broken.
+fn thresholds(o: &mut String, a: &Analysis) {
+    if a.asserts.is_empty() {
+        return;
+    }
+    o.push_str("<h2 id=\"thresholds\">Thresholds</h2>\n<ul class=\"thresholds\">\n");
+    for j in &a.asserts {
+        let _ = writeln!(
+            o,
+            "<li class=\"{}\">{}</li>",
+            if j.ok { "pass" } else { "bad" },
+            esc(&j.line())
+        );
+    }
+    o.push_str("</ul>\n");
+}
 
 /// The calls wrap saw, with the terminal's and the JSON report's words: a table per pass-through,
 /// a row per method or tool, the failed calls annotated, the handshakes.

@@ -33,6 +33,8 @@ pub fn value(a: &Analysis) -> serde_json::Value {
         // exit code (docs/report.md).
         "exit_status": a.last_status,
         "witness_exit_code": a.exit_code,
+        // The run's thresholds (`--assert`), each with whether it held and what it measured.
+        "asserts": a.asserts,
         "gpu": a.gpu,
         "resolution": a.resolution,
         "notes": a.notes.iter().map(|(t, level, text)| serde_json::json!({"t_s": t, "level": level, "text": text})).collect::<Vec<_>>(),

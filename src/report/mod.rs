@@ -4,6 +4,8 @@
 pub mod html;
 pub mod html_replay;
 pub mod json;
+pub mod junit;
+pub mod markdown;
 pub mod terminal;
 pub mod trace;
 

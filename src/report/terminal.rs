@@ -72,12 +72,38 @@ impl View for Terminal {
         if let Some(s) = &a.soak {
             o.push_str(&soak_block(self, s, &a.resolution));
         }
+        o.push_str(&thresholds(self, &a.asserts));
         if let Some(l) = &a.load {
             let sev = if l.verdict == "pass" { "info" } else { "bad" };
             o.push_str(&self.paint(sev, &format!("verdict: {}\n", l.verdict.to_uppercase())));
         }
         Ok(o.into_bytes())
     }
+}
+
+/// The run's thresholds (`--assert`), a line each with what it measured, then how many broke:
+/// beside witness's own verdict, never in its place.
+pub fn thresholds(t: &Terminal, judged: &[crate::analyze::asserts::Judged]) -> String {
+    if judged.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from("thresholds:\n");
+    for j in judged {
+        let sev = if j.ok { "info" } else { "bad" };
+        o.push_str(&t.paint(sev, &format!("  {}", j.line())));
+        o.push('\n');
+    }
+    let broken = judged.iter().filter(|j| !j.ok).count();
+    let line = match broken {
+        0 => format!("thresholds: all {} held", judged.len()),
+        n => format!(
+            "thresholds: {n} of {} broken: the run fails (exit 1)",
+            judged.len()
+        ),
+    };
+    o.push_str(&t.paint(if broken == 0 { "info" } else { "bad" }, &line));
+    o.push('\n');
+    o
 }
 
 /// The header naming [`level_line`]'s columns. `max` and the percentiles are over ok requests;

@@ -32,6 +32,9 @@ pub struct PlanFile {
     /// that were not rejected.
     #[serde(default = "zero_rate")]
     pub max_error_rate: Spanned<f64>,
+    /// Thresholds the soak must meet, as `--assert` writes them.
+    #[serde(default)]
+    pub asserts: Vec<Spanned<String>>,
     #[serde(default = "default_reject_status")]
     pub reject_status: Vec<u16>,
     #[serde(default = "default_reject_body")]

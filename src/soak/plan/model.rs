@@ -181,6 +181,8 @@ pub struct SoakPlan {
     pub drain_grace: Duration,
     pub fault_grace: Duration,
     pub max_error_rate: f64,
+    /// The plan's thresholds, as written (each parsed when the plan was read).
+    pub asserts: Vec<String>,
     pub rejection: Rejection,
     pub transport: Transport,
     /// None over stdio.

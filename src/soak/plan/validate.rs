@@ -55,6 +55,15 @@ pub fn resolve(
             "set `interval` (or --interval) to 100ms or more; 10s suits most soaks",
         ));
     }
+    for (i, a) in p.asserts.iter().enumerate() {
+        if let Err(why) = crate::analyze::asserts::parse(a.get_ref()) {
+            return Err(at(
+                a.span(),
+                format!("asserts[{i}] '{}': {why}", a.get_ref()),
+                "fix the threshold as the grammar says",
+            ));
+        }
+    }
     if !(0.0..=1.0).contains(p.max_error_rate.get_ref()) {
         return Err(at(
             p.max_error_rate.span(),
@@ -612,6 +621,7 @@ pub fn resolve(
         drain_grace: p.drain_grace.0,
         fault_grace: p.fault_grace.0,
         max_error_rate: *p.max_error_rate.get_ref(),
+        asserts: p.asserts.iter().map(|a| a.get_ref().clone()).collect(),
         rejection: Rejection {
             statuses: p.reject_status.clone(),
             body_marker: (!p.reject_body.is_empty()).then(|| p.reject_body.clone()),
