@@ -984,6 +984,11 @@ fn parse_max_levels(s: &str) -> Result<u32, String> {
     crate::units::parse_bounded(s, 2, 100, "--max-levels")
 }
 
+/// `--assert EXPR`: parsed once here (a typo is a usage error naming the grammar), kept as written.
+fn parse_assert(s: &str) -> Result<String, String> {
+    crate::analyze::asserts::parse(s).map(|a| a.text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1036,9 +1041,4 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
-}
-
-/// `--assert EXPR`: parsed once here (a typo is a usage error naming the grammar), kept as written.
-fn parse_assert(s: &str) -> Result<String, String> {
-    crate::analyze::asserts::parse(s).map(|a| a.text)
 }
