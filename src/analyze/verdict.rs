@@ -2477,6 +2477,8 @@ mod tests {
         let a = analyze(&loaded(ev));
         let l = a.load.unwrap();
         assert!(l.levels[0].restarted, "{:?}", l.levels[0]);
+        // A restart is known: the unread identity after it is no cause for doubt.
+        assert_eq!(l.levels[0].identity_unread, None);
         assert!(!l.levels[1].restarted, "{:?}", l.levels[1]);
         assert_eq!(
             l.levels[1].died, None,
@@ -2488,6 +2490,135 @@ mod tests {
             Some("nothing listens any more"),
             "{:?}",
             l.levels[2]
+        );
+    }
+
+    /// The cliff's base is the per-request figure of the lowest level with ok requests, divided
+    /// by that level's workers: at a lowest level of 2 workers, a level 8 whose max is 7 s against
+    /// a 1 s base of 2 (0.5 s a request) is a cliff (allowed 8 × 0.5 × 1.5 = 6 s). A lowest level
+    /// that answered nothing ok is no base. (cargo mutants: `/` → `*` and the base's filter
+    /// survived the unit tests.)
+    #[test]
+    fn the_cliff_base_is_per_request_at_the_lowest_level_that_answered() {
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 1, 0.1, 7),
+            req(0, 0, 0.1, 0.1, err()),
+            level_end(0, 1, 0.3, 7),
+            level(1, 2, 0.4, 7),
+            req(1, 1, 0.4, 1.0, Outcome::Ok),
+            req(2, 1, 0.4, 1.0, Outcome::Ok),
+            level_end(1, 2, 1.5, 7),
+            level(2, 4, 1.6, 7),
+            req(3, 2, 1.6, 2.0, Outcome::Ok),
+            level_end(2, 4, 3.7, 7),
+            level(3, 8, 3.8, 7),
+            req(4, 3, 3.8, 7.0, Outcome::Ok),
+            level_end(3, 8, 10.9, 7),
+            (11.0, end()),
+        ];
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert_eq!(l.levels[1].verdict, "pass", "{:?}", l.levels[1].reasons);
+        assert_eq!(l.levels[2].verdict, "pass", "{:?}", l.levels[2].reasons);
+        assert_eq!(l.levels[3].verdict, "fail", "{:?}", l.levels[3].reasons);
+        assert!(
+            l.levels[3].reasons.iter().any(|r| r.contains("a cliff")),
+            "{:?}",
+            l.levels[3].reasons
+        );
+    }
+
+    /// A level skipped because the server is gone for good says how it died, from the lifecycle:
+    /// a kill nobody restarted. One a later process replaced keeps the ladder's words; so does an
+    /// exit after the level began. Each reason's counts are its own: errors at a timer apart from
+    /// the rest; a level that only met a closed port has no "no request completed".
+    #[test]
+    fn a_skipped_level_names_the_death_and_reasons_count_their_own() {
+        let killed = |pid: u32| Event::Exit {
+            pid,
+            code: None,
+            signal: Some("SIGKILL".into()),
+            core_dumped: false,
+            age_s: 1.0,
+            status: 137,
+            requested: false,
+            meaning: "killed by SIGKILL".into(),
+            oom_killed: None,
+        };
+        let skipped = |index: u32, t: f64| {
+            (
+                t,
+                Event::LevelStart {
+                    index,
+                    concurrency: 2,
+                    health: probe(0),
+                    identity: None,
+                    skipped: Some(
+                        "the server died (exit status 137) and nothing restarts it: not measured"
+                            .into(),
+                    ),
+                },
+            )
+        };
+        let refused = || Outcome::Error {
+            error: ErrorKind::ConnectRefused,
+            status: None,
+        };
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 1, 0.1, 7),
+            req(0, 0, 0.1, 0.01, refused()),
+            req(1, 0, 0.2, 0.01, refused()),
+            level_end(0, 1, 0.5, 7),
+            (1.0, killed(7)),
+            skipped(1, 1.5),
+            (2.0, end()),
+        ];
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert!(
+            !l.levels[0]
+                .reasons
+                .iter()
+                .any(|r| r == "no request completed"),
+            "{:?}",
+            l.levels[0].reasons
+        );
+        assert_eq!(
+            l.levels[1].reasons,
+            ["the server died (pid 7 was killed by SIGKILL (exit 137)) and nothing restarts it: not measured"],
+            "{:?}",
+            l.levels[1].reasons
+        );
+        // Replaced by a later process: not "gone", the ladder's words stay.
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            (1.0, killed(7)),
+            skipped(0, 1.5),
+            (1.8, spawn(9)),
+            (2.0, end()),
+        ];
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert!(
+            l.levels[0].reasons[0].starts_with("the server died (exit status 137)"),
+            "{:?}",
+            l.levels[0].reasons
+        );
+        // Killed after the level began: not the death that skipped it.
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            skipped(0, 0.5),
+            (1.0, killed(7)),
+            (2.0, end()),
+        ];
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert!(
+            l.levels[0].reasons[0].starts_with("the server died (exit status 137)"),
+            "{:?}",
+            l.levels[0].reasons
         );
     }
 
@@ -2558,11 +2689,20 @@ mod tests {
             }
             ev.push((t, e));
         }
+        // And 3 errors of another kind beside the timer's: counted apart in the reasons.
+        for i in 0..3 {
+            ev.push(req(500 + i, 1, 0.7, 0.05, err()));
+        }
         ev.push(level_end(1, 4, 3.0, 7));
         ev.push((3.1, end()));
         let a = analyze(&loaded(ev));
         let l = a.load.unwrap();
         let (e, at) = (&l.levels[0], &l.levels[1]);
+        assert!(
+            at.reasons.iter().any(|r| r == "3 errors"),
+            "{:?}",
+            at.reasons
+        );
         assert_eq!(e.counts.error, n);
         assert_eq!(e.counts.no_listener, 3);
         assert_eq!(
@@ -2572,7 +2712,7 @@ mod tests {
             e.errors_by_kind
         );
         assert_eq!(e.failures.len(), FAILURES_KEPT);
-        assert_eq!(at.counts.error, n, "{:?}", at.reasons);
+        assert_eq!(at.counts.error, n + 3, "{:?}", at.reasons);
         assert_eq!(at.failures.len(), FAILURES_KEPT);
         for f in &at.failures {
             assert!(!f.annotation.starts_with("answered ;"), "{}", f.annotation);
