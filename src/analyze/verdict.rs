@@ -2622,6 +2622,123 @@ mod tests {
         );
     }
 
+    /// A level that served nothing says whom it refused: every request, or the others beside its
+    /// failures; a level whose health after is not 2xx fails on it, and one that never ended says
+    /// it did not finish. (cargo mutants: these survived the unit tests; the integration tests in
+    /// pillars.rs guard health after too.)
+    #[test]
+    fn served_nothing_and_health_after_are_said_as_they_were() {
+        let no = || Outcome::Rejected {
+            status: Some(503),
+            reason: "HTTP 503".into(),
+        };
+        let unhealthy_end = |index: u32, t: f64| {
+            (
+                t,
+                Event::LevelEnd {
+                    index,
+                    concurrency: 2,
+                    health: probe(500),
+                    identity: id(7),
+                    stopped: None,
+                    not_sent: None,
+                    held: None,
+                    witness_cpu_s: None,
+                    protocol: None,
+                },
+            )
+        };
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 2, 0.1, 7),
+            req(0, 0, 0.1, 0.001, no()),
+            req(1, 0, 0.1, 0.001, no()),
+            level_end(0, 2, 0.5, 7),
+            level(1, 2, 0.6, 7),
+            req(2, 1, 0.6, 0.001, no()),
+            req(3, 1, 0.6, 0.001, no()),
+            req(4, 1, 0.6, 0.05, err()),
+            unhealthy_end(1, 1.0),
+            level(2, 2, 1.1, 7),
+            req(5, 2, 1.1, 0.01, Outcome::Ok),
+            (1.5, end()),
+        ];
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert!(
+            l.levels[0].reasons[0].starts_with("served nothing: the server refused every request"),
+            "{:?}",
+            l.levels[0].reasons
+        );
+        let r1 = &l.levels[1].reasons;
+        assert!(
+            r1.iter()
+                .any(|r| r.starts_with("served nothing: the server refused the other 2 requests")),
+            "{r1:?}"
+        );
+        assert!(r1.iter().any(|r| r == "health after: 500"), "{r1:?}");
+        assert!(
+            l.levels[2]
+                .reasons
+                .iter()
+                .any(|r| r == "level did not finish (no health after)"),
+            "{:?}",
+            l.levels[2].reasons
+        );
+    }
+
+    /// A level stopped because the server died says how it died when the lifecycle knows more than
+    /// the status: a kill (no OOM needed) that nothing restarted. (cargo mutants: survived.)
+    #[test]
+    fn a_level_stopped_by_a_kill_names_the_kill() {
+        let ev = vec![
+            (0.0, settings()),
+            (0.0, spawn(7)),
+            level(0, 2, 0.1, 7),
+            req(0, 0, 0.1, 0.2, Outcome::Ok),
+            (
+                0.5,
+                Event::Exit {
+                    pid: 7,
+                    code: None,
+                    signal: Some("SIGKILL".into()),
+                    core_dumped: false,
+                    age_s: 0.5,
+                    status: 137,
+                    requested: false,
+                    meaning: "killed by SIGKILL".into(),
+                    oom_killed: None,
+                },
+            ),
+            (
+                1.0,
+                Event::LevelEnd {
+                    index: 0,
+                    concurrency: 2,
+                    health: probe(0),
+                    identity: None,
+                    stopped: Some(
+                        "the server died (exit status 137) and nothing restarts it: the level stopped sending"
+                            .into(),
+                    ),
+                    not_sent: Some(2),
+                    held: None,
+                    witness_cpu_s: None,
+                    protocol: None,
+                },
+            ),
+            (1.1, end()),
+        ];
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert!(
+            l.levels[0].reasons.iter().any(|r| r.starts_with(
+                "the server died (pid 7 was killed by SIGKILL (exit 137)) and nothing restarts it"
+            )),
+            "{:?}",
+            l.levels[0].reasons
+        );
+    }
+
     /// A worker that died just after a request failed (the kernel told of it 0.22 s later) is said
     /// as after the failure, never as "while it was in flight".
     #[test]
