@@ -596,3 +596,37 @@ fn the_pillars_table_names_tests_that_exist() {
         }
     }
 }
+
+/// The cargo mutants table in docs/reliability.md names unit tests that exist, in the module it
+/// names (`verdict::tests::NAME` is `fn NAME` in src/analyze/verdict.rs).
+#[test]
+fn the_mutants_table_names_unit_tests_that_exist() {
+    let doc = std::fs::read_to_string(repo().join("docs/reliability.md")).unwrap();
+    let section = doc
+        .split("### cargo mutants on the pillars' code")
+        .nth(1)
+        .expect("a cargo mutants section in docs/reliability.md");
+    let rows: Vec<&str> = section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .collect();
+    let mut named = 0;
+    for row in rows.iter().filter(|r| r.contains("| red |")) {
+        let test = row
+            .split('`')
+            .filter(|t| t.contains("::tests::"))
+            .next_back()
+            .unwrap_or_else(|| panic!("no test named: {row}"));
+        let (module, name) = test.split_once("::tests::").unwrap();
+        let src = std::fs::read_to_string(repo().join(format!("src/analyze/{module}.rs")))
+            .unwrap_or_else(|e| panic!("{module}: {e}"));
+        assert!(
+            src.contains(&format!("fn {name}()")),
+            "{test} does not exist"
+        );
+        named += 1;
+    }
+    assert!(named >= 8, "{named} tests named");
+}

@@ -2472,7 +2472,20 @@ mod tests {
             unread_after(2, 4.5),
             // A later process is no restart of the levels before it.
             (4.8, spawn(13)),
-            (5.0, end()),
+            // Level 3: pid 13 exited before it; pid 15 spawned inside it: a restart by the spawn
+            // alone. Level 4: pid 15 exits inside it, pid 17 takes over after it ended: a restart
+            // by the take-over alone.
+            (5.0, exit(13, 1, 0.2, false)),
+            level(3, 1, 5.1, 13),
+            ok(4, 3, 5.15),
+            (5.3, spawn(15)),
+            unread_after(3, 5.6),
+            level(4, 1, 6.0, 15),
+            ok(5, 4, 6.05),
+            (6.2, exit(15, 1, 0.9, false)),
+            unread_after(4, 6.5),
+            (6.8, spawn(17)),
+            (7.0, end()),
         ];
         let a = analyze(&loaded(ev));
         let l = a.load.unwrap();
@@ -2490,6 +2503,12 @@ mod tests {
             Some("nothing listens any more"),
             "{:?}",
             l.levels[2]
+        );
+        assert!(l.levels[3].restarted, "a spawn alone: {:?}", l.levels[3]);
+        assert!(
+            l.levels[4].restarted,
+            "a take-over alone: {:?}",
+            l.levels[4]
         );
     }
 
@@ -3275,6 +3294,39 @@ mod tests {
         assert_eq!(
             l.failures[1].annotation,
             "the server did not exit while it was in flight; it went to pid 8, which a restart started at t=1.50s after pid 7 exited with 1 at t=1.00s"
+        );
+    }
+
+    /// A run whose every level passed passes; one with no level does not. A level cut short before
+    /// any request completed is interrupted, not "no request completed". (cargo mutants: both
+    /// survived the unit tests.)
+    #[test]
+    fn a_run_passes_only_when_it_has_levels_and_each_passed() {
+        let mut ev = vec![(0.0, settings_levels(&[1, 4])), (0.0, spawn(7))];
+        ev.push(level(0, 1, 0.1, 7));
+        ev.push(req(0, 0, 0.1, 0.1, Outcome::Ok));
+        ev.push(level_end(0, 1, 0.3, 7));
+        let mut whole = ev.clone();
+        whole.push(level(1, 4, 0.4, 7));
+        for i in 0..4 {
+            whole.push(req(1 + i, 1, 0.4, 0.1, Outcome::Ok));
+        }
+        whole.push(level_end(1, 4, 0.6, 7));
+        whole.push((0.7, end()));
+        assert_eq!(analyze(&loaded(whole)).load.unwrap().verdict, "pass");
+        let none = vec![(0.0, settings_levels(&[1])), (0.0, spawn(7)), (0.1, end())];
+        assert_ne!(analyze(&loaded(none)).load.unwrap().verdict, "pass");
+        // Killed in level 4 before any of its requests came back.
+        ev.push(level(1, 4, 0.4, 7));
+        let l = analyze(&loaded(ev)).load.unwrap();
+        assert_eq!(
+            l.levels[1].verdict, "interrupted",
+            "{:?}",
+            l.levels[1].reasons
+        );
+        assert_eq!(
+            l.levels[1].reasons,
+            ["cut short: witness stopped during this level"]
         );
     }
 
