@@ -616,8 +616,7 @@ fn the_mutants_table_names_unit_tests_that_exist() {
     for row in rows.iter().filter(|r| r.contains("| red |")) {
         let test = row
             .split('`')
-            .filter(|t| t.contains("::tests::"))
-            .next_back()
+            .rfind(|t| t.contains("::tests::"))
             .unwrap_or_else(|| panic!("no test named: {row}"));
         let (module, name) = test.split_once("::tests::").unwrap();
         let src = std::fs::read_to_string(repo().join(format!("src/analyze/{module}.rs")))
