@@ -199,3 +199,82 @@ idle = { for = ["100ms", "200ms"] }
     assert!(err.contains("memory: too few samples: "), "{err}");
     assert!(!err.contains("too few samples ("), "{err}");
 }
+
+/// Requests still in flight at the soak's last interval finish after its line: the run says how
+/// many, so the last progress line and the summary's total do not disagree unexplained.
+#[test]
+fn a_soak_says_what_finished_after_its_last_interval() {
+    let dir = tempdir("words-soak-after");
+    let plan = dir.join("p.toml");
+    std::fs::write(
+        &plan,
+        r#"
+duration = "2s"
+interval = "1s"
+timeout = "5s"
+
+[target]
+base_url = "http://127.0.0.1:8080"
+
+[kinds.slow]
+path = "/call"
+
+[[drivers]]
+count = 3
+burst = { requests = [1, 1], gap = ["10ms", "20ms"] }
+steady = { requests = [1, 1], gap = ["10ms", "20ms"] }
+idle = { for = ["10ms", "20ms"] }
+"#,
+    )
+    .unwrap();
+    let port = free_port().to_string();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["soak", "--plan"])
+            .arg(&plan)
+            .args([
+                "--gpu",
+                "off",
+                "--base-url",
+                &format!("http://127.0.0.1:{port}"),
+            ])
+            .args([
+                "--",
+                toy().to_str().unwrap(),
+                "--port",
+                &port,
+                "--call",
+                "sleep:900ms",
+            ]),
+        LIMIT,
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let count = |line: &str| -> u64 {
+        line.split("requests=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {line}"))
+    };
+    let last = err
+        .lines()
+        .rfind(|l| l.starts_with("witness: soak ") && l.contains("interval "))
+        .unwrap_or_else(|| panic!("no progress line: {err}"));
+    let all = err
+        .lines()
+        .find(|l| l.trim_start().starts_with("all "))
+        .unwrap_or_else(|| panic!("no totals row: {err}"));
+    let (shown, total) = (count(last), count(all));
+    assert!(
+        shown < total,
+        "three 900 ms calls are in flight at the last interval: {err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "soak: {} more request(s), in flight at the last interval, finished after it: {total} in all",
+            total - shown
+        )),
+        "{err}"
+    );
+}

@@ -340,4 +340,11 @@ impl crate::soak::run::Progress for Progress {
             None => crate::errln!("witness: soak {line}"),
         }
     }
+
+    fn said(&self, line: &str) {
+        match &self.bar {
+            Some(b) => b.println(format!("witness: {line}")),
+            None => crate::errln!("witness: {line}"),
+        }
+    }
 }

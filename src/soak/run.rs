@@ -542,6 +542,8 @@ async fn worker(sh: Arc<Shared>, role: Role, worker: u32, t0_s: f64, end_s: f64)
 pub trait Progress {
     /// An interval's progress line, `elapsed_s` into the soak.
     fn interval(&self, elapsed_s: f64, line: &str);
+    /// A line that stays (what the last interval's line could not count yet).
+    fn said(&self, line: &str);
 }
 
 /// The progress line's text.
@@ -712,6 +714,8 @@ impl Soak<'_> {
         let mut logs_seen = 0usize;
         let mut interrupt = std::pin::pin!(interrupt);
         let mut index = 0u32;
+        // Requests the last progress line counted: the ones still in flight then finish after it.
+        let mut shown = 0u64;
         let ending = loop {
             index += 1;
             let close_s = (t0_s + index as f64 * interval_s).min(end_s);
@@ -908,6 +912,7 @@ impl Soak<'_> {
                 });
             }
             let tally = shared.tally();
+            shown = tally.requests;
             self.progress.interval(
                 t - t0_s,
                 &progress_line(t - t0_s, planned_s, &tally, rss, index),
@@ -949,6 +954,13 @@ impl Soak<'_> {
             let _ =
                 tokio::time::timeout(wait, async { while workers.join_next().await.is_some() {} })
                     .await;
+        }
+        let total = shared.tally().requests;
+        if total > shown && index > 0 {
+            self.progress.said(&format!(
+                "soak: {} more request(s), in flight at the last interval, finished after it: {total} in all",
+                total - shown
+            ));
         }
         let abandoned = shared.in_flight.load(Ordering::Relaxed);
         workers.abort_all();
