@@ -1015,8 +1015,11 @@ fn a_helper_per_request_leaves_the_context_the_same_size_for_ten_times_the_reque
         .iter()
         .find(|h| h["command"] == "sleep 0.1")
         .unwrap_or_else(|| panic!("a summary for 'sleep 0.1': {helpers:?}"));
-    // The command, a fork not yet exec'd, `sh -c`, and a command line read half-way through an exec.
-    assert!(helpers.len() <= 4, "{helpers:?}");
+    // The states a helper can be caught in, a summary each: the command, a fork not yet exec'd,
+    // `sh -c`, a command line read half-way through an exec, and one gone before its command was
+    // read (seen on a machine with two CPU hogs beside the tests). A fixed number, whatever the
+    // requests: that is the bound.
+    assert!(helpers.len() <= 5, "{helpers:?}");
     let count = sleep["count"].as_u64().unwrap();
     // Each of the 640 helpers lives 100 ms or more and the tree looks every 100 ms: each is seen
     // and counted once, never twice; a look that comes late on a busy machine misses a few (606 and

@@ -40,6 +40,16 @@ fn load(dir: &Path, port: u16, path: &str, args: &[&str], server: &[&str]) -> (O
     (out, json(&report))
 }
 
+/// examples/plans/quick.toml with `asserts = LIST` (TOML), in a folder of its own.
+fn quick_plan_with(tag: &str, list: &str) -> std::path::PathBuf {
+    let plan = tempdir(tag).join("p.toml");
+    let text = std::fs::read_to_string(repo().join("examples/plans/quick.toml"))
+        .unwrap()
+        .replacen("duration = ", &format!("asserts = {list}\nduration = "), 1);
+    std::fs::write(&plan, text).unwrap();
+    plan
+}
+
 fn judged<'a>(r: &'a Value, expr: &str) -> &'a Value {
     r["asserts"]
         .as_array()
@@ -265,16 +275,7 @@ fn a_typo_in_a_threshold_is_refused_with_the_grammar() {
         err.contains("write FIGURE[@LEVEL|[KIND]] OP VALUE"),
         "{err}"
     );
-    let dir = tempdir("ci-plan-typo");
-    let plan = dir.join("p.toml");
-    let text_of_plan = std::fs::read_to_string(repo().join("examples/plans/quick.toml"))
-        .unwrap()
-        .replacen(
-            "duration = ",
-            "asserts = [\"restarts == 0\", \"p95 < 300\"]\nduration = ",
-            1,
-        );
-    std::fs::write(&plan, text_of_plan).unwrap();
+    let plan = quick_plan_with("ci-plan-typo", r#"["restarts == 0", "p95 < 300"]"#);
     let out = run_bounded(
         Command::new(witness())
             .args(["soak", "--plan"])
@@ -293,16 +294,8 @@ fn a_typo_in_a_threshold_is_refused_with_the_grammar() {
 /// A soak's thresholds, from its plan and the command line: a kind's figure and the whole soak's.
 #[test]
 fn a_soak_s_thresholds_are_judged_per_kind_and_over_the_whole_soak() {
-    let dir = tempdir("ci-soak");
-    let plan = dir.join("p.toml");
-    let text_of_plan = std::fs::read_to_string(repo().join("examples/plans/quick.toml"))
-        .unwrap()
-        .replacen(
-            "duration = ",
-            "asserts = [\"restarts == 0\", \"error_rate < 1%\"]\nduration = ",
-            1,
-        );
-    std::fs::write(&plan, text_of_plan).unwrap();
+    let plan = quick_plan_with("ci-soak", r#"["restarts == 0", "error_rate < 1%"]"#);
+    let dir = plan.parent().unwrap().to_path_buf();
     let port = free_port().to_string();
     let out = run_bounded(
         Command::new(witness())

@@ -145,10 +145,8 @@ fn a_clean_end_of_a_wrapped_server_is_not_painted_as_a_failure() {
 /// a memory trend from too few readings prints no slope beside the words that call it meaningless.
 #[test]
 fn a_soak_says_what_its_failures_answered_and_no_slope_from_too_few_readings() {
-    let dir = tempdir("words-soak");
-    let plan = dir.join("p.toml");
-    std::fs::write(
-        &plan,
+    let (_, err) = soak(
+        "words-soak",
         r#"
 duration = "2s"
 interval = "1s"
@@ -169,23 +167,8 @@ burst = { requests = [2, 3], gap = ["20ms", "50ms"] }
 steady = { requests = [2, 3], gap = ["50ms", "100ms"] }
 idle = { for = ["100ms", "200ms"] }
 "#,
-    )
-    .unwrap();
-    let port = free_port().to_string();
-    let out = run_bounded(
-        Command::new(witness())
-            .args(["soak", "--plan"])
-            .arg(&plan)
-            .args([
-                "--gpu",
-                "off",
-                "--base-url",
-                &format!("http://127.0.0.1:{port}"),
-            ])
-            .args(["--", toy().to_str().unwrap(), "--port", &port]),
-        LIMIT,
+        &[],
     );
-    let err = text(&out.stderr);
     let row = err
         .lines()
         .find(|l| l.trim_start().starts_with("missing "))
@@ -204,10 +187,8 @@ idle = { for = ["100ms", "200ms"] }
 /// many, so the last progress line and the summary's total do not disagree unexplained.
 #[test]
 fn a_soak_says_what_finished_after_its_last_interval() {
-    let dir = tempdir("words-soak-after");
-    let plan = dir.join("p.toml");
-    std::fs::write(
-        &plan,
+    let (code, err) = soak(
+        "words-soak-after",
         r#"
 duration = "2s"
 interval = "1s"
@@ -225,31 +206,9 @@ burst = { requests = [1, 1], gap = ["10ms", "20ms"] }
 steady = { requests = [1, 1], gap = ["10ms", "20ms"] }
 idle = { for = ["10ms", "20ms"] }
 "#,
-    )
-    .unwrap();
-    let port = free_port().to_string();
-    let out = run_bounded(
-        Command::new(witness())
-            .args(["soak", "--plan"])
-            .arg(&plan)
-            .args([
-                "--gpu",
-                "off",
-                "--base-url",
-                &format!("http://127.0.0.1:{port}"),
-            ])
-            .args([
-                "--",
-                toy().to_str().unwrap(),
-                "--port",
-                &port,
-                "--call",
-                "sleep:900ms",
-            ]),
-        LIMIT,
+        &["--call", "sleep:900ms"],
     );
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(code, Some(0), "{err}");
     let count = |line: &str| -> u64 {
         line.split("requests=")
             .nth(1)
@@ -277,4 +236,27 @@ idle = { for = ["10ms", "20ms"] }
         )),
         "{err}"
     );
+}
+
+/// A soak of `plan` (TOML text) against a toy_server started with `server` args; its exit code and
+/// stderr.
+fn soak(tag: &str, plan: &str, server: &[&str]) -> (Option<i32>, String) {
+    let file = tempdir(tag).join("p.toml");
+    std::fs::write(&file, plan).unwrap();
+    let port = free_port().to_string();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["soak", "--plan"])
+            .arg(&file)
+            .args([
+                "--gpu",
+                "off",
+                "--base-url",
+                &format!("http://127.0.0.1:{port}"),
+            ])
+            .args(["--", toy().to_str().unwrap(), "--port", &port])
+            .args(server),
+        LIMIT,
+    );
+    (out.status.code(), text(&out.stderr))
 }

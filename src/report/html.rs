@@ -151,16 +151,7 @@ fn soak_summary(o: &mut String, a: &Analysis) {
     resolution(o, &a.resolution);
     // A soak that never started has no trend to tell.
     if s.refused.is_none() {
-        // As the terminal says it: no slope beside "too few samples".
-        let slope = if m.class == crate::analyze::trend::TrendClass::TooFewSamples {
-            String::new()
-        } else {
-            format!(
-                " ({}{}/s)",
-                if m.slope_bytes_per_s >= 0.0 { "+" } else { "-" },
-                super::bytes(m.slope_bytes_per_s.abs())
-            )
-        };
+        let slope = super::memory_slope(m);
         let _ = writeln!(
             o,
             "<p>server memory: <b>{}</b>{slope}: {}</p>",

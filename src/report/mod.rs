@@ -35,6 +35,19 @@ pub fn write_file(
 
 pub use crate::journal::bytes;
 
+/// A soak's memory slope as every view says it (" (+61.1 KiB/s)"), or nothing beside "too few
+/// samples": a slope from too few readings means nothing.
+pub fn memory_slope(m: &crate::analyze::soak::MemoryTrend) -> String {
+    if m.class == crate::analyze::trend::TrendClass::TooFewSamples {
+        return String::new();
+    }
+    format!(
+        " ({}{}/s)",
+        if m.slope_bytes_per_s >= 0.0 { "+" } else { "-" },
+        bytes(m.slope_bytes_per_s.abs())
+    )
+}
+
 /// Escapes text for HTML and SVG, attributes included.
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());

@@ -761,17 +761,7 @@ fn soak_block(t: &Terminal, s: &SoakAnalysis, resolved: &[Resolved]) -> String {
             (None, Some(x)) => format!(" (the server's own not read yet -> {})", bytes(x as f64)),
             _ => String::new(),
         };
-        // A slope from too few readings means nothing: it is not printed beside the words that
-        // say so.
-        let slope = if m.class == crate::analyze::trend::TrendClass::TooFewSamples {
-            String::new()
-        } else {
-            format!(
-                " ({}{}/s)",
-                if m.slope_bytes_per_s >= 0.0 { "+" } else { "-" },
-                bytes(m.slope_bytes_per_s.abs())
-            )
-        };
+        let slope = super::memory_slope(m);
         let line = format!(
             "  memory: {}{slope}: {}\n  rss {} -> {}{own} (peak {}); threads {} -> {}; fds {} -> {}; children {} -> {}; {} readings{}",
             m.class,
