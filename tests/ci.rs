@@ -127,6 +127,10 @@ fn thresholds_pass_and_fail_as_their_figures_say_on_python_s_http_server() {
     }
     assert!(err.contains("✓ p50@2 < 5s: "), "{err}");
     assert!(err.contains("thresholds: all 4 held"), "{err}");
+    assert_eq!(
+        r["witness_exit_code"], 0,
+        "witness's own code, beside the server's"
+    );
 
     let dir = tempdir("ci-http-server-broken");
     let port = free_port();
@@ -157,6 +161,10 @@ fn thresholds_pass_and_fail_as_their_figures_say_on_python_s_http_server() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(r["verdict"], "pass", "witness's own rules still pass");
+    assert_eq!(
+        r["witness_exit_code"], 1,
+        "a broken threshold fails the run"
+    );
     let broken = judged(&r, "p50 < 1us");
     assert_eq!(broken["ok"], false);
     assert!(broken["value"].as_f64().unwrap() > 1e-6, "{broken}");

@@ -642,6 +642,16 @@ fn the_guide_and_load_help_define_the_same_words() {
             "load --help's words do not define {w:?}"
         );
     }
+    // The cliff is what the rule fails: worse than a queue, never a queue itself (a server that
+    // serves one request at a time passes by design).
+    let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (what, text) in [
+        ("docs/README.md", flat(glossary)),
+        ("load --help", flat(words_help)),
+    ] {
+        assert!(text.contains("worse than a queue"), "{what}: {text}");
+        assert!(!text.contains("queued behind each other instead"), "{what}");
+    }
 }
 
 #[test]
@@ -817,4 +827,7 @@ fn no_file_names_a_path_outside_the_repository() {
         bad.is_empty(),
         "these name a path outside the repository: {bad:?}"
     );
+    // Nor does the README run a tool nothing installs (uv's `uvx`).
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    assert!(!readme.contains("uvx"), "README.md runs uvx");
 }

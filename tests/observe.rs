@@ -584,6 +584,8 @@ fn third_party_stdio_servers_calls_are_read_as_they_pass() {
         }
         assert_eq!(events(&lines, "mcp_session").len(), 1);
         assert!(!requests(&lines, "stdio tools/list").is_empty());
+        // A real wrap of a third-party server: every view tells the same calls.
+        crate::one_truth::views_agree(&journal);
     }
 }
 

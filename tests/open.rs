@@ -250,10 +250,15 @@ fn the_limit_search_finds_a_single_sync_gunicorn_worker_s_capacity_within_the_re
             .env("SLOW_S", "0.1"),
         Duration::from_secs(150),
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report = json(&dir.join("r.json"));
-    assert_eq!(report["verdict"], "pass");
     let limit = &report["limit"];
+    // On a busy machine the search may end where witness itself fell behind: the limit is then
+    // said to be witness's own, and the run is not a pass; the figures below hold either way.
+    match out.status.code() {
+        Some(0) => assert_eq!(report["verdict"], "pass"),
+        Some(1) => assert_eq!(limit["witness_bound"], true, "{limit:#}\n{}", stderr(&out)),
+        c => panic!("exit {c:?}: {}", stderr(&out)),
+    }
     let holds = limit["holds"].as_f64().expect("a limit");
     let fails = limit["fails_at"].as_f64().expect("a fail above it");
     assert!((8.0..=11.0).contains(&holds), "{limit:#}");
@@ -348,7 +353,17 @@ fn rate_levels_call_an_mcp_tool_over_stdio_and_streamable_http() {
             cmd.args(["--http", &port]);
         }
         let out = run_bounded(&mut cmd, Duration::from_secs(60));
-        assert_eq!(out.status.code(), Some(0), "http={http}: {}", stderr(&out));
+        // On a busy machine witness may fall behind its own schedule: the level then fails as the
+        // harness's, said so, never the server's.
+        let err = stderr(&out);
+        match out.status.code() {
+            Some(0) => {}
+            Some(1) => assert!(
+                err.contains("witness fell behind") && !err.contains("the server did not keep up"),
+                "http={http}: {err}"
+            ),
+            c => panic!("http={http}: exit {c:?}: {err}"),
+        }
         let report = json(&dir.join("r.json"));
         let level = &report["levels"][0];
         assert_eq!(level["rate"]["arrivals"], "poisson");

@@ -316,6 +316,13 @@ fn the_proxy_s_502_while_nothing_listens_keeps_its_words_in_every_view() {
     let wrap = spawn_wrap(&dir, listen, up, &[], &never);
     wait_listening(listen);
     let said = http(listen, "GET", "/api/items", &[], "");
+    // The exchange is journalled as the proxy finishes it, a moment after the client has its
+    // answer: on a busy machine that moment can come after a stop sent at once.
+    wait_until(
+        "the proxy's exchange journalled",
+        Duration::from_secs(10),
+        || requests(&dir.join("j.jsonl")).len() == 1,
+    );
     stop_wrap(wrap);
     assert!(said.starts_with("HTTP/1.1 502"), "{said}");
     assert!(

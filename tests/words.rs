@@ -260,3 +260,75 @@ fn soak(tag: &str, plan: &str, server: &[&str]) -> (Option<i32>, String) {
     );
     (out.status.code(), text(&out.stderr))
 }
+
+/// A journal merged on its own says "1 source", not "1 sources".
+#[test]
+fn one_journal_merged_is_one_source() {
+    let dir = tempdir("words-merged-one");
+    let j = dir.join("j.jsonl");
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["wrap", "--gpu", "off", "--journal"])
+            .arg(&j)
+            .args(["--", "sh", "-c", "exit 0"])
+            .stdin(std::process::Stdio::null()),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let merged = dir.join("m.jsonl");
+    let out = run_bounded(
+        Command::new(witness())
+            .arg("report")
+            .arg(&j)
+            .arg("-o")
+            .arg(&merged),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let end = journal_lines(&merged)
+        .into_iter()
+        .rfind(|l| l["kind"] == "end")
+        .unwrap();
+    let reason = end["reason"].as_str().unwrap();
+    assert!(reason.starts_with("merged 1 source ("), "{reason}");
+}
+
+/// More failures than the summary lists: it says where every one is, whether or not a --report
+/// was asked for, and the JSON says witness's own exit code beside the server's status.
+#[test]
+fn more_failures_than_listed_say_where_each_is_and_the_exit_code_is_witness_s() {
+    let dir = tempdir("words-more-failures");
+    let port = free_port();
+    let p = port.to_string();
+    let out = run_bounded(
+        Command::new(witness())
+            .args(["load", "--url", &format!("http://127.0.0.1:{port}/call")])
+            .args(["--levels", "4", "--rounds", "10", "--timeout", "100ms"])
+            .args(["--settle", "50ms", "--gpu", "off", "--journal"])
+            .arg(dir.join("j.jsonl"))
+            .args([
+                "--",
+                toy().to_str().unwrap(),
+                "--port",
+                &p,
+                "--call",
+                "hang",
+            ]),
+        LIMIT,
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("more failed requests: `witness report --format json` lists each"),
+        "{err}"
+    );
+    assert!(!err.contains("in the report"), "{err}");
+    let json = run_bounded(
+        Command::new(witness())
+            .args(["report", "--format", "json"])
+            .arg(dir.join("j.jsonl")),
+        LIMIT,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["witness_exit_code"], 1, "{}", v["witness_exit_code"]);
+}

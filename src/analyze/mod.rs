@@ -476,6 +476,11 @@ pub fn analyze(journal: &(impl Replay + ?Sized)) -> Analysis {
     };
     // The thresholds, judged from everything above (one decision each).
     a.asserts = asserts::judge_texts(&a.settings.asserts, &a);
+    // A run whose end record does not carry witness's exit code (load, replay and soak decide it
+    // from this very analysis): the code its rules give, as the command exits with it.
+    if a.exit_code.is_none() {
+        a.exit_code = decided_exit_code(&a, end_reason(recs).as_deref());
+    }
     a
 }
 
@@ -496,6 +501,25 @@ fn server_command(recs: &[Record]) -> Vec<String> {
             _ => None,
         })
         .unwrap_or_default()
+}
+
+/// The code `load`, `replay` and `soak` exit with, from the run's verdicts and thresholds (None
+/// with no end record: the run did not end, or its witness died): 0 pass, 1 a failed verdict or a
+/// broken threshold, 3 refused, 130 interrupted by a signal.
+fn decided_exit_code(a: &Analysis, end: Option<&str>) -> Option<i32> {
+    let end = end?;
+    let verdict = a
+        .load
+        .as_ref()
+        .map(|l| l.verdict.as_str())
+        .or(a.soak.as_ref().map(|s| s.verdict.as_str()))?;
+    let held = a.asserts.iter().all(|j| j.ok);
+    Some(match verdict {
+        "refused" => 3,
+        _ if end.starts_with("interrupted by") => 130,
+        "pass" if held => 0,
+        _ => 1,
+    })
 }
 
 /// The end record's reason, if the run wrote one.
