@@ -286,8 +286,11 @@ fn gunicorn_workers_killed_and_respawned_are_still_workers() {
     let young_age = exits.iter().find(|e| e["pid"] == young).unwrap()["age_s"]
         .as_f64()
         .unwrap();
+    // Killed as soon as the journal said it started: young, as a helper would end, on a quiet
+    // machine (0.2 s); on a busy one the journal says it late (5.4 s seen with six tests beside
+    // it), and the worker is then older than a helper's age. Either way it is a worker.
     assert!(
-        young_age < 3.0,
+        young_age < 10.0,
         "killed young, as a helper would end: {young_age}"
     );
     assert!(
