@@ -245,18 +245,26 @@ fn find_limit_reports_the_highest_speed_that_holds() {
         &[&rec, "--find-limit", "--resolution", "30%"],
         &lock_server(),
     );
-    assert_eq!(out.status.code(), Some(0), "a limit was found: exit 0");
+    // A limit was found: exit 0; on a busy machine the search may end where witness itself fell
+    // behind its schedule, a limit then said to be witness's own (exit 1), never the server's.
+    match out.status.code() {
+        Some(0) => {}
+        Some(1) => assert_eq!(r["limit"]["witness_bound"], true, "{}", r["limit"]),
+        c => panic!("exit {c:?}: {}", r["limit"]),
+    }
     assert_eq!(r["limit"]["over"], "speeds");
     let holds = r["limit"]["holds"].as_f64().unwrap();
     assert!((2.0..4.0).contains(&holds), "{}", r["limit"]);
-    let words = r["limit"]["words"].as_str().unwrap();
-    assert!(words.starts_with("holds the recording at "), "{words}");
-    assert_eq!(r["replay"]["held"].as_f64(), Some(holds));
-    let words = r["replay"]["words"].as_str().unwrap();
-    assert!(
-        words.contains("the calls of `tools/call work` queued"),
-        "{words}"
-    );
+    if out.status.code() == Some(0) {
+        let words = r["limit"]["words"].as_str().unwrap();
+        assert!(words.starts_with("holds the recording at "), "{words}");
+        assert_eq!(r["replay"]["held"].as_f64(), Some(holds));
+        let words = r["replay"]["words"].as_str().unwrap();
+        assert!(
+            words.contains("the calls of `tools/call work` queued"),
+            "{words}"
+        );
+    }
 }
 
 /// A HAR as a browser writes one (HTTP/2 pseudo-headers, an encoding, timings, a 404), replayed
