@@ -332,3 +332,63 @@ fn more_failures_than_listed_say_where_each_is_and_the_exit_code_is_witness_s() 
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["witness_exit_code"], 1, "{}", v["witness_exit_code"]);
 }
+
+/// An IPv6 address and its port are written as a URL writes them: `[::1]:P`, never `::1:P` (here
+/// in the refusal of a TLS handshake that a silent listener on ::1 never answers).
+#[test]
+fn an_ipv6_address_and_its_port_are_written_in_brackets() {
+    let listener = std::net::TcpListener::bind("[::1]:0").expect("::1 on this machine");
+    let port = listener.local_addr().unwrap().port();
+    // Accepts and says nothing: a TLS handshake with it never finishes.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    let out = run_bounded(
+        Command::new(witness()).args([
+            "load",
+            "--url",
+            &format!("https://[::1]:{port}/"),
+            "--levels",
+            "1",
+            "--rounds",
+            "1",
+            "--gpu",
+            "off",
+        ]),
+        LIMIT,
+    );
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("[::1]:{port}")), "{err}");
+    assert!(!err.contains(&format!(" ::1:{port}")), "{err}");
+}
+
+/// Views alone print: the engines that produce a run's evidence (the load driver, the soak engine,
+/// the analysis) write nothing to the terminal themselves.
+#[test]
+fn producers_print_nothing_themselves() {
+    let mut printing = Vec::new();
+    let mut stack: Vec<std::path::PathBuf> = ["src/load", "src/soak", "src/analyze"]
+        .iter()
+        .map(|d| repo().join(d))
+        .collect();
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if ["errln!", "outln!", "eprintln!", "println!"]
+                .iter()
+                .any(|m| code.contains(m))
+            {
+                printing.push(format!("{}:{}: {}", p.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(printing.is_empty(), "{printing:#?}");
+}

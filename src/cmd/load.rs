@@ -485,8 +485,8 @@ pub(crate) async fn check_floor(
     let why = match f.median_ms {
         Some(m) if m <= limit_ms => {
             crate::errln!(
-                "witness: connect floor {m:.2} ms to {}:{} (limit {limit_ms:.0} ms)",
-                f.host, f.port
+                "witness: connect floor {m:.2} ms to {} (limit {limit_ms:.0} ms)",
+                crate::load::tls::authority(&f.host, f.port)
             );
             if let Some(h) = f.handshake_ms {
                 crate::errln!("witness: TLS handshake floor {h:.2} ms after the connect (each new connection pays it; a reused one does not)");

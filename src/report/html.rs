@@ -298,9 +298,8 @@ fn verdict_table(
     if let Some(f) = &l.floor {
         let _ = writeln!(
             o,
-            "<p class=\"meta\">connect floor to {}:{}: {} (limit {} ms)</p>",
-            esc(&f.host),
-            f.port,
+            "<p class=\"meta\">connect floor to {}: {} (limit {} ms)</p>",
+            esc(&crate::load::tls::authority(&f.host, f.port)),
             f.median_ms
                 .map(|m| format!("{m:.2} ms"))
                 .unwrap_or_else(|| "no connect succeeded".into()),

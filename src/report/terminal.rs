@@ -271,8 +271,9 @@ fn load_block(t: &Terminal, l: &LoadAnalysis, resolved: &[Resolved]) -> String {
             .map(|m| format!("{m:.2} ms"))
             .unwrap_or_else(|| "unmeasurable".into());
         o.push_str(&format!(
-            "connect floor: {m} to {}:{} (limit {:.0} ms)\n",
-            f.host, f.port, f.limit_ms
+            "connect floor: {m} to {} (limit {:.0} ms)\n",
+            crate::load::tls::authority(&f.host, f.port),
+            f.limit_ms
         ));
         if let Some(h) = f.handshake_ms {
             o.push_str(&format!(
