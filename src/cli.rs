@@ -211,6 +211,12 @@ pub enum Command {
     /// Re-render any past run from its journal; several journals and k6 results are first put on one
     /// clock and analysed as one run.
     Report(ReportArgs),
+    /// Compare two runs level by level (or speed, rate, soak kind, kind of call): whether each
+    /// figure changed beyond noise (a rank test over every ok request's duration, 95 % intervals
+    /// per percentile, Fisher's exact test on failure rates), and what happened differently —
+    /// timers that appeared or went, restarts, exits, new failures. Exits 1 when CURRENT is worse
+    /// or a threshold breaks.
+    Compare(CompareArgs),
     /// Ask an MCP server what it offers: `witness mcp tools --url URL` or `witness mcp tools -- CMD`.
     Mcp(McpArgs),
     /// Show what NVML sees: devices, driver version, memory, utilisation, temperature, power and
@@ -326,6 +332,25 @@ pub struct OutputArgs {
     /// speed, or the soak) and per threshold, failures in the summary's words.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Give the run a name (kept in its journal; `witness report --list` shows it): `witness
+    /// compare --baseline NAME` compares with the latest run of that name.
+    #[arg(long, value_name = "NAME", value_parser = parse_run_name)]
+    pub name: Option<String>,
+}
+
+/// A run's name: letters, digits and `-_.:/@+`, 1 to 100 of them (a branch name fits).
+fn parse_run_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 100
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/@+".contains(c));
+    if ok && s != "last" && !s.starts_with("last:") {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a run name: use 1 to 100 letters, digits or -_.:/@+ (not `last`, which `witness compare` reads as the latest run), e.g. --name main or --name nightly-2026-12-07"
+        ))
+    }
 }
 
 /// Whom witness trusts over https:// (shared by load, soak, mcp tools and wrap --proxy).
@@ -593,6 +618,10 @@ pub struct LoadArgs {
     /// rps restarts timers exits.
     #[arg(help_heading = H_RULES, long = "assert", value_name = "EXPR", value_parser = parse_assert)]
     pub asserts: Vec<String>,
+    /// Stop the run at the first level after which a threshold is broken by a measured value (not
+    /// by too few requests): the levels after it are not run, and the run is labelled partial.
+    #[arg(help_heading = H_RULES, long, requires = "asserts")]
+    pub assert_abort: bool,
     /// The cliff rule: max ok duration at n ≤ n × (per-request max at the lowest level) × factor (the
     /// p99 in place of the max when every level has 100 ok requests or more).
     #[arg(help_heading = H_RULES, long, default_value_t = 1.5)]
@@ -744,6 +773,48 @@ pub struct ReportArgs {
     /// Write here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// BASE then CURRENT, each a journal, `last` (the latest run), `last:N` (the N-th latest) or a
+    /// name given with --name (its latest run). None: the two latest runs (BASE the older); one:
+    /// CURRENT, compared with --baseline's run.
+    #[arg(value_name = "RUN", num_args = 0..=2)]
+    pub runs: Vec<String>,
+    /// BASE is the latest run named NAME (`--name NAME` on load, soak, replay or wrap), other than
+    /// CURRENT.
+    #[arg(long, value_name = "NAME")]
+    pub baseline: Option<String>,
+    /// A threshold on the difference (repeatable): 'p99_delta@8 < 10%' (relative to BASE),
+    /// 'p50_delta < 5ms', 'error_rate_delta < 1%' (points), 'new_timers == 0', 'new_failures ==
+    /// 0', 'new_exits == 0'. A broken one exits 1.
+    #[arg(long = "assert", value_name = "EXPR")]
+    pub asserts: Vec<String>,
+    /// A change smaller than this share of BASE's figure is noise, whatever a test says (runs on
+    /// one machine differ by a few percent with nothing changed) [default: 10%].
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub noise: Option<f64>,
+    /// Output format (default: text).
+    #[arg(long, value_enum)]
+    pub format: Option<CompareFormat>,
+    /// Write here instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also write a JUnit XML report here: a test case per level's latency, per percentile, per
+    /// failure rate, per change that makes CURRENT worse and per threshold.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    /// Side by side, as a person reads it.
+    Text,
+    /// The comparison as data.
+    Json,
+    /// One self-contained page: both runs' levels aligned, the figures, what happened.
+    Html,
 }
 
 #[derive(Args, Debug)]
@@ -907,6 +978,10 @@ pub struct ReplayArgs {
     /// rps restarts timers exits.
     #[arg(help_heading = H_RULES, long = "assert", value_name = "EXPR", value_parser = parse_assert)]
     pub asserts: Vec<String>,
+    /// Stop the replay at the first speed after which a threshold is broken by a measured value:
+    /// the speeds after it are not run, and the run is labelled partial.
+    #[arg(help_heading = H_RULES, long, requires = "asserts")]
+    pub assert_abort: bool,
     /// A kind of call fails its speed when its p99 (from the intended send) exceeds this × its
     /// recorded p99 + --cliff-slack.
     #[arg(help_heading = H_RULES, long, default_value_t = 1.5)]

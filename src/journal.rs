@@ -90,6 +90,10 @@ pub struct Header {
     pub cwd: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<u32>,
+    /// The name the run was given (`--name`): `witness compare --baseline NAME` finds its latest
+    /// run by it, `report --list` shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl Header {
@@ -118,6 +122,7 @@ impl Header {
                 .and_then(|d| d.to_str().map(str::to_string)),
             // SAFETY: getuid has no preconditions and cannot fail.
             uid: Some(unsafe { libc::getuid() }),
+            name: None,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod journal;
 pub mod load;
 pub mod observe;
 pub mod out;
+pub mod rank;
 pub mod report;
 pub mod runs;
 pub mod sample;
@@ -29,6 +30,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<i32> {
         cli::Command::Replay(args) => cmd::replay::run(*args).await,
         cli::Command::Soak(args) => cmd::soak::run(*args).await,
         cli::Command::Report(args) => cmd::report::run(args),
+        cli::Command::Compare(args) => cmd::compare::run(args),
         cli::Command::Mcp(args) => cmd::mcp::run(args).await,
         cli::Command::Gpu(args) => cmd::gpu::run(args),
         cli::Command::Completions(args) => cmd::completions::run(args),

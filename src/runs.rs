@@ -149,7 +149,7 @@ pub fn summary(path: &Path) -> RunSummary {
     }
 }
 
-fn read_header(path: &Path) -> Option<Header> {
+pub fn read_header(path: &Path) -> Option<Header> {
     let f = std::fs::File::open(path).ok()?;
     let mut line = String::new();
     std::io::BufReader::new(f.take(HEADER_MAX))
@@ -280,8 +280,14 @@ pub fn render_list(dir: &Path, runs: &[RunSummary], total: usize) -> String {
                 "(not a witness journal: no header)".into(),
             ),
         };
+        let name = r
+            .header
+            .as_ref()
+            .and_then(|h| h.name.as_deref())
+            .map(|n| format!("     name: {n}\n"))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "{:>3}  {started}  {mode}  {command}\n     ended: {}\n     journal: {}\n",
+            "{:>3}  {started}  {mode}  {command}\n{name}     ended: {}\n     journal: {}\n",
             i + 1,
             r.ended,
             r.path.display()

@@ -62,7 +62,7 @@ impl Latency {
 pub const EXACT_UP_TO: usize = 1024;
 
 /// A growing summary of durations in seconds.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
     hist: Histogram<u64>,
     /// Every duration recorded while there are at most [`EXACT_UP_TO`]; None once there are more
@@ -130,6 +130,43 @@ impl Summary {
             let hi = self.hist.highest_equivalent(x) as f64 / 1e6;
             (lo, hi, v.count_at_value())
         })
+    }
+
+    /// The distinct durations in rising order, each with how many requests took it: every one
+    /// while they are kept exactly, else the histogram's buckets (each at its highest equivalent
+    /// value, clamped to the exact min..max, as [`Summary::latency`] reads them). Bounded.
+    pub fn ranked(&self) -> Vec<(f64, u64)> {
+        match &self.exact {
+            Some(v) if v.len() as u64 == self.count() => {
+                let mut v = v.clone();
+                v.sort_by(f64::total_cmp);
+                let mut out: Vec<(f64, u64)> = Vec::new();
+                for d in v {
+                    match out.last_mut() {
+                        Some((x, n)) if *x == d => *n += 1,
+                        _ => out.push((d, 1)),
+                    }
+                }
+                out
+            }
+            _ => self.binned(),
+        }
+    }
+
+    /// The histogram's buckets in rising order (each at its highest equivalent value, unclamped)
+    /// with their counts: the same resolution (3 significant figures) and the same value for a
+    /// bucket in any two summaries, whatever their sizes, so a rank test over two of them ties
+    /// alike.
+    pub fn binned(&self) -> Vec<(f64, u64)> {
+        let mut out: Vec<(f64, u64)> = Vec::new();
+        for v in self.hist.iter_recorded() {
+            let x = self.hist.highest_equivalent(v.value_iterated_to()) as f64 / 1e6;
+            match out.last_mut() {
+                Some((y, n)) if *y == x => *n += v.count_at_value(),
+                _ => out.push((x, v.count_at_value())),
+            }
+        }
+        out
     }
 
     /// The exact shortest and longest durations recorded (None when empty).

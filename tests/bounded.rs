@@ -727,6 +727,40 @@ fn analysing_a_million_requests_holds_what_a_hundred_thousand_do() {
     flat(small, large, "synthetic ladder");
 }
 
+/// `witness compare` of two runs holds what analysing them does: the rank test and the intervals
+/// read each level's bounded summary, never a list of its requests (issue 42).
+#[test]
+fn comparing_two_runs_of_a_million_requests_holds_what_two_of_a_hundred_thousand_do() {
+    use witness::analyze::compare::{compare, Side, NOISE};
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let both = |n| {
+        let a = witness::analyze::analyze(&Synthetic::new(Shape::Ladder, n));
+        let b = witness::analyze::analyze(&Synthetic::new(Shape::Ladder, n));
+        let side = |x| Side {
+            label: "synthetic".into(),
+            name: None,
+            analysis: x,
+        };
+        compare(&side(&a), &side(&b), NOISE, &[])
+    };
+    let (small, _) = peak_of(|| both(100_000));
+    let (large, c) = peak_of(|| both(1_000_000));
+    // Every ok request was ranked: the test's counts are the levels' ok counts.
+    assert_eq!(c.groups.len(), LEVELS.len());
+    let ranked: u64 = c
+        .groups
+        .iter()
+        .map(|g| g.rank_test.as_ref().expect("a rank test").n_current)
+        .sum();
+    let ok = (0..1_000_000u64)
+        .filter(|i| i % 50 != 7 && i % 97 != 3)
+        .count() as u64;
+    assert_eq!(ranked, ok);
+    // Two copies of one journal: nothing changed.
+    assert_eq!(c.verdict, "no significant change", "{:?}", c.worse);
+    flat(small, large, "compare of two synthetic ladders");
+}
+
 #[test]
 fn analysing_a_million_observed_calls_holds_what_a_hundred_thousand_do() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());

@@ -60,7 +60,7 @@ fn judged<'a>(r: &'a Value, expr: &str) -> &'a Value {
 }
 
 /// The test cases a JUnit parser nobody here wrote reads from `xml`: "NAME\tRESULT\tMESSAGE" each.
-fn junit_cases(xml: &Path) -> Vec<(String, String, String)> {
+pub(crate) fn junit_cases(xml: &Path) -> Vec<(String, String, String)> {
     let script = r#"
 import sys
 from junitparser import JUnitXml
@@ -257,6 +257,84 @@ fn a_threshold_on_a_level_breaks_where_the_lock_queues_calls() {
     let few = judged(&r, "p99@4 < 10s");
     assert_eq!(few["ok"], false, "{few}");
     assert_eq!(few["measured"], "too few requests for a p99 (n=20)");
+}
+
+/// `--assert-abort`: the run stops after the first level whose figures break a threshold, the
+/// levels after it not run and the run labelled partial; a threshold broken only by too few
+/// requests, or one scoped to a level still to come, does not stop it.
+#[test]
+fn assert_abort_stops_after_the_first_level_that_breaks_a_threshold() {
+    let dir = tempdir("ci-abort");
+    let port = free_port();
+    let p = port.to_string();
+    let toy = toy();
+    let server = [toy.to_str().unwrap(), "--port", &p, "--call", "lock:40ms"];
+    let (out, r) = load(
+        &dir,
+        port,
+        "/call",
+        &[
+            "--levels",
+            "1,4,8",
+            "--rounds",
+            "4",
+            "--assert",
+            "p50@4 < 100ms",
+            "--assert",
+            "p99 < 1ms",
+            "--assert",
+            "p50@8 < 10s",
+            "--assert-abort",
+        ],
+        &server,
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // Level 1 (p99 from 4 requests: too few, no value) went on; level 4 broke p50@4.
+    let names: Vec<&Value> = r["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| &l["concurrency"])
+        .collect();
+    assert_eq!(names, [1, 4], "{r:#}");
+    assert_eq!(r["levels_not_run"], serde_json::json!([8]));
+    assert_eq!(r["verdict"], "partial", "{r:#}");
+    assert!(
+        r["partial_reason"].as_str().unwrap().contains(
+            "stopped after level 4 (--assert-abort): a threshold broken: ✗ p50@4 < 100ms"
+        ),
+        "{}",
+        r["partial_reason"]
+    );
+    assert!(
+        err.contains("witness: stopped after level 4 (--assert-abort)"),
+        "{err}"
+    );
+    assert_eq!(judged(&r, "p50@4 < 100ms")["ok"], false);
+    // A threshold on a level never run is not said to hold.
+    assert_eq!(judged(&r, "p50@8 < 10s")["ok"], false);
+    // Without a broken one, every level runs.
+    let port = free_port();
+    let p = port.to_string();
+    let (out, r) = load(
+        &tempdir("ci-abort-held"),
+        port,
+        "/call",
+        &[
+            "--levels",
+            "1,4",
+            "--rounds",
+            "3",
+            "--assert",
+            "p50 < 10s",
+            "--assert-abort",
+        ],
+        &[toy.to_str().unwrap(), "--port", &p],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(r["verdict"], "pass");
+    assert_eq!(r["levels"].as_array().unwrap().len(), 2);
 }
 
 /// A typo is refused before anything runs (exit 2), with the grammar's fix; so is one in a soak

@@ -545,7 +545,14 @@ fn load_and_wrap_help_put_each_option_under_its_heading() {
     assert!(container.contains(&"--image".to_string()), "{container:?}");
     assert_eq!(
         under("Output files"),
-        &["--journal", "--report", "--html", "--trace", "--junit"]
+        &[
+            "--journal",
+            "--report",
+            "--html",
+            "--trace",
+            "--junit",
+            "--name"
+        ]
     );
     assert_eq!(under("TLS"), &["--cacert", "--insecure"]);
     assert!(under("Load shape").contains(&"--levels".to_string()));
@@ -830,4 +837,82 @@ fn no_file_names_a_path_outside_the_repository() {
     // Nor does the README run a tool nothing installs (uv's `uvx`).
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     assert!(!readme.contains("uvx"), "README.md runs uvx");
+}
+
+/// docs/ci.md's workflow is run as written: its `target/release/witness` commands (continuation
+/// lines joined), with the build's own binaries for `target/release/`, a free port for 8080,
+/// `--duration 1s` for 10s and `main` for the branch's name; `gh run download` (the network) is
+/// stood in for by a first run of the load step whose journal becomes `main/load.jsonl`. Each
+/// command exits 0 or 1 (a verdict) and writes the files the workflow keeps.
+#[test]
+fn the_ci_workflow_s_commands_run_as_written() {
+    let text = std::fs::read_to_string(repo().join("docs/ci.md")).unwrap();
+    let yaml = text
+        .split("```yaml")
+        .nth(1)
+        .and_then(|t| t.split("```").next())
+        .expect("docs/ci.md has a yaml workflow");
+    let mut commands: Vec<String> = Vec::new();
+    let mut carry = String::new();
+    for l in yaml.lines() {
+        let t = l.trim().trim_start_matches("- run: |").trim();
+        if carry.is_empty() && !t.starts_with("target/release/witness ") {
+            continue;
+        }
+        carry.push_str(t.trim_end_matches('\\'));
+        carry.push(' ');
+        if !t.ends_with('\\') {
+            commands.push(std::mem::take(&mut carry));
+        }
+    }
+    assert_eq!(
+        commands.len(),
+        2,
+        "a load step and a compare step: {commands:?}"
+    );
+    assert!(commands[0].contains(" load ") && commands[1].contains(" compare "));
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_toy_server"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let dir = scratch("ci-workflow", None);
+    let port = free_port().to_string();
+    let run = |line: &str| -> std::process::Output {
+        let line = line
+            .replace("target/release/", &format!("{}/", bin_dir.display()))
+            .replace("8080", &port)
+            .replace("--duration 10s", "--duration 1s")
+            .replace("${{ github.ref_name }}", "main");
+        let w = words(&line);
+        let out = common::run_bounded(
+            Command::new(&w[0])
+                .args(&w[1..])
+                .current_dir(&dir)
+                .env("XDG_STATE_HOME", dir.join("state")),
+            Duration::from_secs(120),
+        );
+        let code = out.status.code();
+        assert!(
+            matches!(code, Some(0 | 1)),
+            "`{line}` exited {code:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+        out
+    };
+    // The main branch's run, as `gh run download` would bring it.
+    run(&commands[0]);
+    std::fs::create_dir_all(dir.join("main")).unwrap();
+    std::fs::rename(dir.join("load.jsonl"), dir.join("main/load.jsonl")).unwrap();
+    // This push's run, then the comparison.
+    run(&commands[0]);
+    for f in ["load.jsonl", "load.xml", "load.html"] {
+        assert!(dir.join(f).is_file(), "the load step wrote no {f}");
+    }
+    run(&commands[1]);
+    let page = std::fs::read_to_string(dir.join("compare.html")).unwrap();
+    assert!(page.contains("witness compare"), "{page}");
+    let xml = std::fs::read_to_string(dir.join("compare.xml")).unwrap();
+    assert!(xml.contains("level 8 p95"), "{xml}");
+    assert!(xml.contains("assert new_timers == 0"), "{xml}");
 }

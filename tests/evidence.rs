@@ -28,19 +28,6 @@ fn suspicions(report: &serde_json::Value) -> Vec<serde_json::Value> {
     report["suspicions"].as_array().cloned().unwrap_or_default()
 }
 
-/// Two busy loops beside the test (a busy machine), stopped on drop (the field is held for that).
-struct Hogs(#[allow(dead_code)] Vec<Bg>);
-
-impl Hogs {
-    fn start() -> Self {
-        Hogs(
-            (0..2)
-                .map(|_| Bg::start(Command::new("sh").args(["-c", "while :; do :; done"])))
-                .collect(),
-        )
-    }
-}
-
 /// Ordinary crashes — an error line, then exit 1, 2 or 101 — at ages spread over 0.3–2.7 s, where
 /// start-up crashes happen: none raises a timer (the old rule called every exit between 0.5 and 2.5 s
 /// "the round-number 1 s or 2 s timer"), and each exit's words quote its last line.

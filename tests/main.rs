@@ -11,6 +11,7 @@ mod causes;
 mod ci;
 mod classify;
 mod classify_soak;
+mod compare;
 mod container;
 mod diagnose;
 mod docs;

@@ -207,7 +207,7 @@ fn value_of(v: &str, unit: Unit) -> Result<f64, String> {
     }
 }
 
-fn holds(x: f64, op: &str, v: f64) -> bool {
+pub(crate) fn holds(x: f64, op: &str, v: f64) -> bool {
     // Within a nanosecond (or a billionth) a figure is its threshold.
     let eq = (x - v).abs() <= 1e-9 * v.abs().max(1.0);
     match op {
@@ -354,6 +354,18 @@ pub fn judge_texts(texts: &[String], a: &Analysis) -> Vec<Judged> {
                 at: String::new(),
             },
         })
+        .collect()
+}
+
+/// The thresholds already broken by what the run measured so far (`--assert-abort`, judged after
+/// each level): only a measured value breaks one here — one scoped to a level not run yet (no such
+/// level so far) or with too few requests for its percentile has no value, and waits.
+pub fn broken_so_far(texts: &[String], a: &Analysis) -> Vec<Judged> {
+    texts
+        .iter()
+        .filter_map(|t| parse(t).ok())
+        .map(|x| judge_one(&x, a))
+        .filter(|j| !j.ok && j.value.is_some())
         .collect()
 }
 

@@ -4,6 +4,7 @@
 pub mod answers;
 pub mod asserts;
 pub mod classify;
+pub mod compare;
 pub mod cuts;
 pub mod evidence;
 pub mod gpu;

@@ -182,6 +182,9 @@ pub struct CallRow {
     pub failures: Vec<ObservedFailure>,
     /// Failed calls beyond those annotated.
     pub failures_not_kept: u64,
+    /// The ok calls' durations behind `latency` (bounded), for `witness compare`.
+    #[serde(skip)]
+    pub ok_durations: Option<crate::stats::Summary>,
 }
 
 /// The MCP `initialize` handshakes wrap saw, timed apart from the calls.
@@ -347,6 +350,7 @@ impl<'a> Acc<'a> {
                         failed_by_kind: Vec::new(),
                         failures: Vec::new(),
                         failures_not_kept: 0,
+                        ok_durations: None,
                     },
                     ok: Summary::default(),
                     failed: Summary::default(),
@@ -529,6 +533,7 @@ impl<'a> Acc<'a> {
             .into_iter()
             .map(|mut a| {
                 a.row.latency = a.ok.latency();
+                a.row.ok_durations = (a.ok.count() > 0).then(|| a.ok.clone());
                 a.row.time_to_give_up = a.failed.latency();
                 a.row
             })

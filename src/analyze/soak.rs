@@ -73,6 +73,9 @@ pub struct KindRow {
     pub failed_outside_faults: u64,
     /// False when an injected fault overlapped any of these requests.
     pub clean_baseline: bool,
+    /// The ok requests' durations behind `latency` (bounded), for `witness compare`.
+    #[serde(skip)]
+    pub ok_durations: Option<crate::stats::Summary>,
 }
 
 /// One reading of the server's process tree.
@@ -350,6 +353,7 @@ impl Fold {
     }
     fn done(mut self) -> KindRow {
         self.row.latency = self.hist.latency();
+        self.row.ok_durations = (self.hist.count() > 0).then(|| self.hist.clone());
         self.row.clean_baseline = self.row.in_fault_windows == 0;
         self.row
     }

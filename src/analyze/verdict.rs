@@ -109,6 +109,9 @@ pub struct LevelRow {
     /// Failed by the cliff rule alone: a lower level run later (a new base) could change it.
     #[serde(skip)]
     pub cliff_only: bool,
+    /// The ok requests' durations behind `latency` (bounded), for `witness compare`'s rank test.
+    #[serde(skip)]
+    pub ok_durations: Option<Summary>,
 }
 
 impl LevelRow {
@@ -541,6 +544,7 @@ impl<'a> LoadAcc<'a> {
                     rate: None,
                     connections: None,
                     cliff_only: false,
+                    ok_durations: None,
                 }),
                 Event::RateLevel { index, .. } => {
                     if let Some(l) = levels.iter_mut().rev().find(|l| l.index == *index) {
@@ -847,6 +851,7 @@ impl<'a> LoadAcc<'a> {
         let health_median = health.get(health.len() / 2).copied();
         for l in levels.iter_mut() {
             l.latency = ok_durations.get(&l.index).and_then(Summary::latency);
+            l.ok_durations = ok_durations.get(&l.index).cloned();
             l.time_to_give_up = failed_durations.get(&l.index).and_then(Summary::latency);
             if let Some(end) = l.end_t_s {
                 let changed = match (&l.identity_before, &l.identity_after) {
@@ -1854,6 +1859,7 @@ mod tests {
                 rate: None,
                 connections: None,
                 cliff_only: false,
+                ok_durations: None,
             };
             l.concurrency = n;
             l.held = held;

@@ -291,6 +291,11 @@ pub(crate) async fn run_with(args: LoadArgs, plan: Option<ReplayPlan>) -> anyhow
             finish(&journal, &args, "refused", false, &live)?;
             Err(refuse(said_above(&why)))
         }
+        Err(Stop::AssertAbort(why)) => {
+            crate::errln!("witness: {why}");
+            finish(&journal, &args, &why, true, &live)?;
+            Ok(1)
+        }
         Err(Stop::Interrupted(sig)) => {
             finish(
                 &journal,
@@ -322,6 +327,8 @@ pub(crate) async fn run_with(args: LoadArgs, plan: Option<ReplayPlan>) -> anyhow
 
 pub(crate) enum Stop {
     Refused(String),
+    /// `--assert-abort`: a threshold broke after a level; the rest of the plan is not run.
+    AssertAbort(String),
     Interrupted(String),
     /// The journal could not be written: the run stops at once (exit 4).
     JournalLost(String),
@@ -422,9 +429,9 @@ async fn measure(
         // follows at once, rather than from one more analysis of the whole journal here (reading
         // every request back twice was most of what a run cost after its last request).
         let last = !args.open.find_limit && !plan.levels_to_come();
-        let row = if last {
+        let (row, broken) = if last {
             *live.deferred.lock().unwrap_or_else(|e| e.into_inner()) = Some(index as u32);
-            None
+            (None, Vec::new())
         } else {
             after_level(
                 journal,
@@ -436,6 +443,23 @@ async fn measure(
         };
         if let Some(row) = &row {
             live.print(row);
+        }
+        if !broken.is_empty() {
+            let lines: Vec<String> = broken.iter().map(|j| j.line()).collect();
+            return Err(Stop::AssertAbort(format!(
+                "stopped after {} {name} (--assert-abort): {} broken: {}",
+                if cfg.replay.is_some() {
+                    "speed"
+                } else {
+                    "level"
+                },
+                if lines.len() == 1 {
+                    "a threshold"
+                } else {
+                    "thresholds"
+                },
+                lines.join("; ")
+            )));
         }
         // A search ends with a server that died or restarted: that is said, not a limit.
         let passed = row.as_ref().is_some_and(|r| r.verdict == "pass");
@@ -793,16 +817,30 @@ pub(crate) fn foreign_listener(port: u16) -> Option<String> {
 /// verdict a lower level still to run (`lowest_to_come`, from the plan) may change reads "pending",
 /// in the row and in the report alike; so does a pass with refusals that took time while levels are
 /// still to run (`more_to_come`), as one of them may name the timer that answered them.
+/// After a level: its row from an analysis of the journal so far (the JSON report rewritten), and
+/// with `--assert-abort` the thresholds that analysis finds already broken.
 fn after_level(
     journal: &Journal,
     args: &LoadArgs,
     index: u32,
     lowest_to_come: Option<u32>,
     more_to_come: bool,
-) -> Option<crate::analyze::verdict::LevelRow> {
-    journal.flush().ok()?;
-    let file = crate::sources::journal::JournalFile::open(journal.path()).ok()?;
+) -> (
+    Option<crate::analyze::verdict::LevelRow>,
+    Vec<crate::analyze::asserts::Judged>,
+) {
+    if journal.flush().is_err() {
+        return (None, Vec::new());
+    }
+    let Ok(file) = crate::sources::journal::JournalFile::open(journal.path()) else {
+        return (None, Vec::new());
+    };
     let mut a = crate::analyze::analyze(&file);
+    let broken = if args.assert_abort {
+        crate::analyze::asserts::broken_so_far(&args.asserts, &a)
+    } else {
+        Vec::new()
+    };
     if let Some(l) = a.load.as_mut() {
         crate::analyze::verdict::await_cliff_base(l, lowest_to_come);
         crate::analyze::verdict::await_refusal_timers(l, more_to_come);
@@ -812,7 +850,10 @@ fn after_level(
             crate::errln!("witness: {e:#}");
         }
     }
-    a.load?.levels.into_iter().find(|l| l.index == index)
+    let row = a
+        .load
+        .and_then(|l| l.levels.into_iter().find(|l| l.index == index));
+    (row, broken)
 }
 
 fn finish(

@@ -79,6 +79,7 @@ async fn tools(a: McpToolsArgs) -> anyhow::Result<i32> {
             html: None,
             trace: None,
             junit: None,
+            name: None,
         },
     )?;
     let call = ToolCall {

@@ -1,5 +1,6 @@
 //! One module per subcommand: turn validated arguments into producers, a journal, and views.
 
+pub mod compare;
 pub mod completions;
 pub mod gpu;
 pub mod load;
@@ -443,7 +444,8 @@ pub fn write_views(out: &OutputArgs, analysis: &Analysis) -> anyhow::Result<()> 
 /// Opens the run's journal: the given path, or a new file (created exclusively) in the per-user
 /// state folder ($XDG_STATE_HOME/witness or ~/.local/state/witness), never a shared /tmp name.
 pub fn open_journal(mode: &str, out: &OutputArgs) -> anyhow::Result<Journal> {
-    let header = Header::new(mode, std::env::args().collect());
+    let mut header = Header::new(mode, std::env::args().collect());
+    header.name = out.name.clone();
     let dir = crate::files::state_dir();
     if let Some(path) = &out.journal {
         let journal = Journal::create(path, &header)?;

@@ -73,6 +73,7 @@ pub async fn run(a: ReplayArgs) -> anyhow::Result<i32> {
 fn load_args(a: ReplayArgs, stdio: bool) -> LoadArgs {
     LoadArgs {
         asserts: a.asserts,
+        assert_abort: a.assert_abort,
         url: a.url,
         mcp: stdio.then(|| "(replay)".to_string()),
         tool_args: None,

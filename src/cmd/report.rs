@@ -218,7 +218,7 @@ fn list() -> anyhow::Result<i32> {
 /// The `n`-th most recent run's journal (1: the latest), said on stderr.
 /// Of the runs this user started from this directory when there are any, else of every run
 /// recorded: which one is opened is said.
-fn latest(n: u32) -> anyhow::Result<std::path::PathBuf> {
+pub(crate) fn latest(n: u32) -> anyhow::Result<std::path::PathBuf> {
     let dir = crate::files::state_dir();
     let runs = crate::runs::recent(&dir);
     if runs.is_empty() {

@@ -128,7 +128,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<i32> {
             r = &mut body => r.map_err(|s| match s {
                 Stop::Refused(why) => Err(why),
                 Stop::Interrupted(sig) => Ok(sig),
-                Stop::JournalLost(why) => Err(why),
+                Stop::JournalLost(why) | Stop::AssertAbort(why) => Err(why),
             }),
             sig = signals.recv() => Err(Ok(sig.as_str().to_string())),
         }

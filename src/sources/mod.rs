@@ -57,6 +57,8 @@ pub fn open_maybe_gz(path: &Path) -> std::io::Result<Box<dyn BufRead + Send>> {
     }
 }
 
+// One stream per input of a merge (a handful): the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Stream {
     Journal(journal::JournalStream),
     K6(k6::K6Stream),
@@ -291,6 +293,7 @@ pub fn merge(specs: &[Spec], command: Vec<String>) -> anyhow::Result<Merged> {
         sources: sources.iter().map(|s| s.info.clone()).collect(),
         cwd: None,
         uid: None,
+        name: None,
     };
     Ok(Merged {
         header,

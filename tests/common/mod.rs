@@ -233,6 +233,19 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
+/// Two busy loops beside the test (a busy machine), stopped on drop (the field is held for that).
+pub struct Hogs(#[allow(dead_code)] Vec<Bg>);
+
+impl Hogs {
+    pub fn start() -> Self {
+        Hogs(
+            (0..2)
+                .map(|_| Bg::start(Command::new("sh").args(["-c", "while :; do :; done"])))
+                .collect(),
+        )
+    }
+}
+
 pub fn kill(pid: i32, sig: i32) {
     unsafe {
         libc_kill(pid, sig);
