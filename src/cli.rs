@@ -844,6 +844,24 @@ pub struct McpArgs {
 pub enum McpCommand {
     /// List the server's tools and their input schemas: the first thing to run to know what to call.
     Tools(McpToolsArgs),
+    /// Serve witness's own runs to an agent over MCP (stdio): tools runs, story, explain, compare
+    /// (and load, with --allow-load), each run's journal and HTML report as resources. Read-only
+    /// unless --allow-load.
+    Serve(McpServeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct McpServeArgs {
+    /// Offer the `load` tool: bounded load against loopback URLs only (off by default).
+    #[arg(long)]
+    pub allow_load: bool,
+    /// A server command the `load` tool may start, exactly as written here (repeatable; its words
+    /// are split on spaces). No other command is ever started.
+    #[arg(long = "allow-command", value_name = "CMD", requires = "allow_load")]
+    pub allow_command: Vec<String>,
+    /// The longest load the `load` tool may run, all levels together.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "60s")]
+    pub max_duration: Duration,
 }
 
 #[derive(Args, Debug)]

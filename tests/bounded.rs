@@ -761,6 +761,32 @@ fn comparing_two_runs_of_a_million_requests_holds_what_two_of_a_hundred_thousand
     flat(small, large, "compare of two synthetic ladders");
 }
 
+/// `witness mcp serve`'s story of a run (issue 43) answers within the report's memory bound, and
+/// its output is bounded: each part capped, the same size for a million requests as for 100 k.
+#[test]
+fn an_agent_s_story_of_a_million_requests_is_as_small_as_one_of_a_hundred_thousand() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let story = |n| {
+        let a = witness::analyze::analyze(&Synthetic::new(Shape::Ladder, n));
+        witness::report::agent::story(&a, "synthetic", None).to_string()
+    };
+    let (small, s) = peak_of(|| story(100_000));
+    let (large, l) = peak_of(|| story(1_000_000));
+    eprintln!(
+        "story: {} bytes for 100 k requests, {} for 1 M",
+        s.len(),
+        l.len()
+    );
+    assert!(l.len() < 64 * 1024, "a story of {} bytes", l.len());
+    assert!(
+        l.len() <= s.len() + s.len() / 10,
+        "the story grew with the requests: {} → {}",
+        s.len(),
+        l.len()
+    );
+    flat(small, large, "an agent's story of a synthetic ladder");
+}
+
 #[test]
 fn analysing_a_million_observed_calls_holds_what_a_hundred_thousand_do() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());

@@ -5,6 +5,7 @@
 mod common;
 mod docker;
 
+mod agent;
 mod badinput;
 mod bounded;
 mod causes;

@@ -16,6 +16,7 @@ use crate::server::process::StdioPipes;
 pub async fn run(args: McpArgs) -> anyhow::Result<i32> {
     match args.command {
         McpCommand::Tools(a) => tools(a).await,
+        McpCommand::Serve(a) => super::mcp_serve::run(a).await,
     }
 }
 

@@ -6,6 +6,7 @@ pub mod gpu;
 pub mod load;
 pub mod man;
 pub mod mcp;
+pub mod mcp_serve;
 pub mod replay;
 pub mod report;
 pub mod soak;

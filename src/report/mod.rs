@@ -1,6 +1,7 @@
 //! Views: each output format is one file behind [`View`], rendering what `analyze` returned. A view
 //! never computes a verdict.
 
+pub mod agent;
 pub mod compare;
 pub mod html;
 pub mod html_replay;
