@@ -30,7 +30,12 @@ fn run(dir: &Path, tag: &str, server: &[&str], extra: &[&str]) -> PathBuf {
         Command::new(witness())
             .env("XDG_STATE_HOME", dir.join("state"))
             .args(["load", "--url", &format!("http://127.0.0.1:{port}/call")])
-            .args(["--levels", "1,4,8", "--settle", "50ms", "--gpu", "off"])
+            .args(if extra.contains(&"--levels") {
+                &[][..]
+            } else {
+                &["--levels", "1,4,8"][..]
+            })
+            .args(["--settle", "50ms", "--gpu", "off"])
             .arg("--journal")
             .arg(&journal)
             .args(extra)
@@ -336,7 +341,7 @@ fn a_proxy_timer_that_starts_firing_at_level_8_is_a_new_timer_there_with_its_evi
 fn runs_kept_by_name_are_found_listed_and_compared_and_a_typo_is_refused_with_the_grammar() {
     let dir = tempdir("compare-names");
     let quick = ["--levels", "1", "--rounds", "3"];
-    let server = ["--call", "sleep:5ms"];
+    let server = ["--call", "sleep:50ms"];
     let older = run(
         &dir,
         "main-1",
@@ -360,7 +365,7 @@ fn runs_kept_by_name_are_found_listed_and_compared_and_a_typo_is_refused_with_th
     assert_eq!(listed.matches("name: main").count(), 2, "{listed}");
     // --baseline: the latest run of that name, CURRENT the latest run.
     let (out, v) = compare(&dir, &["--baseline", "main"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}\n{v:#}", text(&out.stderr));
     assert!(
         v["base"]["label"]
             .as_str()

@@ -736,9 +736,15 @@ fn latency_verdict(t: Option<&RankTest>, x: &Group, y: &Group, noise: f64) -> (S
         took(mb),
         signed_percent(shift)
     );
+    // As for each percentile: what a busier machine explains (witness's own median wait before
+    // sending grew by it) is not charged to the server.
+    let busier = match (&x.lag, &y.lag) {
+        (Some(la), Some(lb)) => (lb.p50 - la.p50).max(0.0),
+        _ => 0.0,
+    };
     let verdict = if t.p_value >= ALPHA {
         "no significant change"
-    } else if shift > noise && t.p_longer > 0.5 {
+    } else if shift > noise && t.p_longer > 0.5 && mb - ma > noise * ma + busier {
         "slower"
     } else if shift < -noise && t.p_longer < 0.5 {
         "faster"
@@ -1268,6 +1274,7 @@ impl Delta {
         }
         let mut worst: Option<(f64, String, String)> = None;
         let mut missing = Vec::new();
+        let mut too_few: Option<String> = None;
         for g in groups {
             if self.scope.as_ref().is_some_and(|s| *s != g.name) {
                 continue;
@@ -1275,6 +1282,23 @@ impl Delta {
             let (Some(x), Some(y)) = (&g.base, &g.current) else {
                 continue;
             };
+            // A percentile from too few requests is not one: the threshold fails, saying so.
+            if matches!(self.figure, "p50" | "p95" | "p99") {
+                let few = [x, y].into_iter().find_map(|s| {
+                    s.latency
+                        .as_ref()
+                        .filter(|l| !l.enough_for(self.figure))
+                        .map(|l| l.count)
+                });
+                if let Some(n) = few {
+                    too_few.get_or_insert(format!(
+                        "too few requests for a {} at {} (n={n})",
+                        self.figure,
+                        g.title()
+                    ));
+                    continue;
+                }
+            }
             let pair = match self.figure {
                 "error_rate" => Some((x.error_rate, y.error_rate)),
                 "rps" => x.rps.zip(y.rps),
@@ -1321,6 +1345,9 @@ impl Delta {
             if worst.as_ref().is_none_or(|(w, _, _)| worse(d, *w)) {
                 worst = Some((d, shown, g.title()));
             }
+        }
+        if let Some(why) = too_few {
+            return judged(false, None, why, String::new());
         }
         match worst {
             Some((d, shown, at)) => judged(holds(d, self.op, self.value), Some(d), shown, at),
@@ -1435,6 +1462,24 @@ mod tests {
         assert_eq!(g.latency, "not compared", "{}", g.latency_why);
         assert!(g.latency_why.contains("survivors"));
         assert_eq!(g.figures[0].verdict, "not compared");
+    }
+
+    /// A delta threshold on a percentile from too few requests fails, saying so, rather than
+    /// compare two maxima; with enough it holds or breaks on the change.
+    #[test]
+    fn a_delta_threshold_on_too_few_requests_fails_saying_so() {
+        let (sa, ra) = level(20, 0.050, 0);
+        let (sb, rb) = level(20, 0.050, 0);
+        let (x, y) = (group_of(&sa, &ra), group_of(&sb, &rb));
+        let g = group("level", "8".into(), Some(&x), Some(&y), NOISE);
+        let j = parse_delta("p99_delta < 10%")
+            .unwrap()
+            .judge(std::slice::from_ref(&g), &[]);
+        assert!(!j.ok);
+        assert_eq!(j.measured, "too few requests for a p99 at level 8 (n=20)");
+        let j = parse_delta("p50_delta < 10%").unwrap().judge(&[g], &[]);
+        assert!(j.ok, "{j:?}");
+        assert_eq!(j.at, "level 8");
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn run_line(tag: &str, r: &crate::analyze::compare::RunInfo) -> String {
         r.label,
         r.name
             .as_ref()
+            .filter(|n| !r.label.contains(&format!("the latest run named {n}")))
             .map(|n| format!(" (name {n})"))
             .unwrap_or_default(),
         r.mode,
