@@ -91,6 +91,7 @@ fn the_sdk_client_finds_the_watchdog_exit_124_and_the_6s_timer_behind_the_demo_s
             {"tool": "explain", "args": {"run": "last", "which": "failed", "limit": 3}},
             {"tool": "explain", "args": {"run": "last", "which": "slowest_ok"}},
             {"tool": "story", "args": {"run": "no-such-run"}},
+            {"tool": "compare", "args": {"base": "last", "current": "last"}},
             {"resources": true},
         ]),
     );
@@ -166,6 +167,10 @@ fn the_sdk_client_finds_the_watchdog_exit_124_and_the_6s_timer_behind_the_demo_s
         .as_str()
         .unwrap()
         .contains("an id from the `runs` tool"));
+    // A run compared with itself: nothing changed, as data that validates.
+    let same = call(&lines, "compare", 0);
+    assert_eq!(same["valid"], true, "{same:#}");
+    assert_eq!(same["structured"]["verdict"], "no significant change");
     // Each run's journal and report are resources.
     let uris = lines.last().unwrap()["resources"].as_array().unwrap();
     assert!(uris.contains(&json!(format!("witness://runs/{id}/journal.jsonl"))));
@@ -386,4 +391,36 @@ fn explain_of_a_relayed_call_cut_off_by_a_restart_names_the_exit_and_witness_s_a
         meanwhile.contains("124") || lifecycle.contains("124"),
         "the exit that cut it: {cut:#}"
     );
+}
+
+/// Both revisions witness speaks reach the tools: 2025-11-25 (`initialize`) and 2026-07-28
+/// (sessionless: `server/discover`, the envelope on every request), through witness's own client.
+#[test]
+fn both_revisions_list_the_tools() {
+    let dir = tempdir("agent-revisions");
+    for revision in ["2025-11-25", "2026-07-28"] {
+        let out = run_bounded(
+            Command::new(witness())
+                .env("XDG_STATE_HOME", dir.join("state"))
+                .args(["mcp", "tools", "--json", "--mcp-protocol", revision, "--"])
+                .arg(witness())
+                .args(["mcp", "serve"]),
+            LIMIT,
+        );
+        assert!(out.status.success(), "{revision}: {}", text(&out.stderr));
+        let listed: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{revision}: {e}: {}", text(&out.stdout)));
+        let names: Vec<&str> = listed
+            .as_array()
+            .or_else(|| listed["tools"].as_array())
+            .unwrap_or_else(|| panic!("{revision}: {listed:#}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["runs", "story", "explain", "compare", "load"],
+            "{revision}"
+        );
+    }
 }

@@ -279,7 +279,7 @@ fn assert_abort_stops_after_the_first_level_that_breaks_a_threshold() {
             "--rounds",
             "4",
             "--assert",
-            "p50@4 < 100ms",
+            "p50@4 < 50ms",
             "--assert",
             "p99 < 1ms",
             "--assert",
@@ -301,9 +301,10 @@ fn assert_abort_stops_after_the_first_level_that_breaks_a_threshold() {
     assert_eq!(r["levels_not_run"], serde_json::json!([8]));
     assert_eq!(r["verdict"], "partial", "{r:#}");
     assert!(
-        r["partial_reason"].as_str().unwrap().contains(
-            "stopped after level 4 (--assert-abort): a threshold broken: ✗ p50@4 < 100ms"
-        ),
+        r["partial_reason"]
+            .as_str()
+            .unwrap()
+            .contains("stopped after level 4 (--assert-abort): a threshold broken: ✗ p50@4 < 50ms"),
         "{}",
         r["partial_reason"]
     );
@@ -311,7 +312,7 @@ fn assert_abort_stops_after_the_first_level_that_breaks_a_threshold() {
         err.contains("witness: stopped after level 4 (--assert-abort)"),
         "{err}"
     );
-    assert_eq!(judged(&r, "p50@4 < 100ms")["ok"], false);
+    assert_eq!(judged(&r, "p50@4 < 50ms")["ok"], false);
     // A threshold on a level never run is not said to hold.
     assert_eq!(judged(&r, "p50@8 < 10s")["ok"], false);
     // Without a broken one, every level runs.

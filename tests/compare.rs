@@ -83,7 +83,7 @@ fn two_runs_of_one_server_are_no_significant_change_even_with_two_cpu_hogs_besid
     // 15, 60 and 120 requests: a p95 bounded at level 8.
     let server = ["--call", "sleep:100ms"];
     let base = run(&dir, "base", &server, &["--rounds", "15"]);
-    for i in 0..3 {
+    for i in 0..2 {
         let hogs = (i == 1).then(Hogs::start);
         let current = run(&dir, &format!("current{i}"), &server, &["--rounds", "15"]);
         drop(hogs);
@@ -277,8 +277,8 @@ fn a_proxy_timer_that_starts_firing_at_level_8_is_a_new_timer_there_with_its_evi
         let out = run_bounded(
             Command::new(witness())
                 .args(["load", "--url", &format!("http://127.0.0.1:{port}/call")])
-                .args(["--levels", "1,4,8", "--rounds", "2", "--timeout", "15s"])
-                .args(["--settle", "1s", "--gpu", "off", "--journal"])
+                .args(["--levels", "4,8", "--rounds", "2", "--timeout", "15s"])
+                .args(["--settle", "300ms", "--gpu", "off", "--journal"])
                 .arg(&journal)
                 .arg("--")
                 .arg(&nginx)
@@ -312,7 +312,7 @@ fn a_proxy_timer_that_starts_firing_at_level_8_is_a_new_timer_there_with_its_evi
     let evidence = timer["evidence"].as_str().unwrap();
     assert!(evidence.contains(" 2.0"), "{evidence}");
     assert!(evidence.contains("upstream timed out"), "{evidence}");
-    // Its failures are new at level 8 with nginx's words, and not at levels 1 and 4.
+    // Its failures are new at level 8 with nginx's words, and not at level 4.
     let failures: Vec<&str> = story
         .iter()
         .filter(|s| s["about"] == "failures")
@@ -329,10 +329,8 @@ fn a_proxy_timer_that_starts_firing_at_level_8_is_a_new_timer_there_with_its_evi
     let eight = groups(&v).iter().find(|g| g["name"] == "8").unwrap();
     assert_eq!(eight["latency"], "not compared", "{eight:#}");
     assert_eq!(eight["errors"]["verdict"], "more");
-    for level in ["1", "4"] {
-        let g = groups(&v).iter().find(|g| g["name"] == level).unwrap();
-        assert_eq!(g["latency"], "no significant change", "{g:#}");
-    }
+    let four = groups(&v).iter().find(|g| g["name"] == "4").unwrap();
+    assert_eq!(four["latency"], "no significant change", "{four:#}");
     assert_eq!(v["asserts"][0]["ok"], false);
     assert_eq!(v["asserts"][0]["measured"], "1");
 }

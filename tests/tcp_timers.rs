@@ -91,18 +91,25 @@ fn connects_dropped_by_a_full_listen_queue_are_named_syn_retransmissions_with_th
     let (_server, port) = python_server("slow_accept.py", &["7", "0.3"]);
     let (report, journal) = load("syn", port, &["--levels", "16,32", "--rounds", "3"]);
     let found = suspicions(&report, "syn_retransmit");
-    assert_eq!(found.len(), 2, "{:#}", report["suspicions"]);
+    assert!(!found.is_empty(), "{:#}", report["suspicions"]);
     for (level, n) in [(0u32, 16u32), (1, 32)] {
         let c = connects(&journal, level);
         assert_eq!(c.len(), n as usize, "one new connection per worker: {c:?}");
         // Those that waited for a retransmitted SYN: 1 s, then 2, 3 … s (linear SYN timeouts) or 3,
         // 7 s (doubling). No connect on loopback takes a second otherwise.
         let retransmitted = c.iter().filter(|&&x| x >= 0.98).count();
-        assert!(retransmitted >= (n / 4) as usize, "level {n}: {c:?}");
-        let d = found
+        let named = found
             .iter()
-            .find(|d| d.starts_with(&format!("level {n}: ")))
-            .unwrap_or_else(|| panic!("no suspicion for level {n}: {found:?}"));
+            .find(|d| d.starts_with(&format!("level {n}: ")));
+        // 32 connects in a burst always overflow 8 places. 16 do unless a busy machine spread
+        // witness's workers' connects over the server's accepts (seen under CI's load): then the
+        // few that waited are not named, and many never go unnamed.
+        if n == 16 && named.is_none() {
+            assert!(retransmitted < (n / 4) as usize, "level {n} unnamed: {c:?}");
+            continue;
+        }
+        assert!(retransmitted >= (n / 4) as usize, "level {n}: {c:?}");
+        let d = named.unwrap_or_else(|| panic!("no suspicion for level {n}: {found:?}"));
         // "8 connects took 1.00 s, 16 took 2.06 s (of 32 …": the counts are the journal's.
         let counts = d[format!("level {n}: ").len()..d.find(" (of ").unwrap()]
             .split(", ")
