@@ -913,6 +913,10 @@ pub enum Event {
         /// Never inside `duration_s` or a phase: `start_s` is that first system call. Whole µs.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lag_s: Option<f64>,
+        /// A relayed MCP call's JSON-RPC id, as the client wrote it (`7`, `"abc"`): what the
+        /// client and the server's own logs call it. None for witness's own requests.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rpc_id: Option<String>,
     },
     /// The kernel's listen-queue counters and the target's listener, read before and after a level
     /// (`when`: "before" or "after"). `overflows`/`drops`: /proc/net/netstat's TcpExt
@@ -1050,6 +1054,7 @@ impl Event {
             headers_s: None,
             handshake_s: None,
             lag_s: None,
+            rpc_id: None,
         }
     }
 }
@@ -1748,6 +1753,7 @@ mod tests {
                 headers_s: None,
                 handshake_s: None,
                 lag_s: None,
+                rpc_id: None,
             },
             Event::Health {
                 url: "http://127.0.0.1:1/health".into(),
@@ -1818,6 +1824,7 @@ mod tests {
             headers_s: None,
             handshake_s: None,
             lag_s: None,
+            rpc_id: None,
         };
         j.emit_at(0.75, request("401: token s3cr\"et-token refused"));
         j.flush().unwrap();
@@ -1880,6 +1887,7 @@ mod tests {
             headers_s: None,
             handshake_s: None,
             lag_s: None,
+            rpc_id: None,
         };
         // The old emit path, as it was: serialise with serde into a fresh Vec, scrub, lock, write.
         let old = |path: &Path| {

@@ -370,7 +370,11 @@ fn explain_of_a_relayed_call_cut_off_by_a_restart_names_the_exit_and_witness_s_a
     let lines = agent(
         &state,
         &[],
-        json!([{"tool": "explain", "args": {"run": "last", "which": "failed", "at": "tools/call sleep"}}]),
+        json!([
+            {"tool": "explain", "args": {"run": "last", "rpc_id": 100, "at": "tools/call sleep"}},
+            {"tool": "explain", "args": {"run": "last", "rpc_id": "101"}},
+            {"tool": "explain", "args": {"run": "last", "rpc_id": 999}},
+        ]),
     );
     if lines.is_empty() {
         return;
@@ -378,6 +382,7 @@ fn explain_of_a_relayed_call_cut_off_by_a_restart_names_the_exit_and_witness_s_a
     let r = call(&lines, "explain", 0);
     assert_eq!(r["valid"], true, "{r:#}");
     let cut = &r["structured"]["exchanges"][0];
+    assert_eq!(cut["rpc_id"], "100", "{cut:#}");
     assert_eq!(cut["at"], "tools/call sleep", "{cut:#}");
     assert_eq!(cut["ok"], false);
     let said = cut["said"].as_str().unwrap();
@@ -390,6 +395,22 @@ fn explain_of_a_relayed_call_cut_off_by_a_restart_names_the_exit_and_witness_s_a
     assert!(
         meanwhile.contains("124") || lifecycle.contains("124"),
         "the exit that cut it: {cut:#}"
+    );
+    // The call to the restarted server, by its id written as a string: answered.
+    let next = &call(&lines, "explain", 1)["structured"]["exchanges"][0];
+    assert_eq!(
+        (next["rpc_id"].as_str(), next["ok"].as_bool()),
+        (Some("101"), Some(true)),
+        "{next:#}"
+    );
+    let none = call(&lines, "explain", 2);
+    assert_eq!(none["is_error"], true);
+    assert!(
+        none["text"]
+            .as_str()
+            .unwrap()
+            .contains("no call with JSON-RPC id 999"),
+        "{none:#}"
     );
 }
 

@@ -112,6 +112,7 @@ fn record(i: u64, n: u64) -> Record {
             headers_s: Some(duration * 0.5),
             handshake_s: None,
             lag_s: None,
+            rpc_id: None,
         },
         origin: None,
     }
@@ -277,6 +278,7 @@ fn observed_run(n: u64) -> impl Iterator<Item = Record> {
                 headers_s: None,
                 handshake_s: None,
                 lag_s: None,
+                rpc_id: None,
             },
         )
     });
@@ -394,6 +396,7 @@ fn failing_run(n: u64) -> impl Iterator<Item = Record> {
                 connect_s: None,
                 handshake_s: None,
                 lag_s: None,
+                rpc_id: None,
                 headers_s: None,
             },
         )
@@ -534,6 +537,7 @@ fn soak_run(n: u64) -> impl Iterator<Item = Record> {
                 connect_s: None,
                 handshake_s: None,
                 lag_s: None,
+                rpc_id: None,
                 headers_s: None,
             },
         )

@@ -219,6 +219,7 @@ mod tests {
                     headers_s: None,
                     handshake_s: None,
                     lag_s: None,
+                    rpc_id: None,
                 },
             ));
         }
@@ -355,6 +356,7 @@ mod tests {
                     headers_s: None,
                     handshake_s: None,
                     lag_s: None,
+                    rpc_id: None,
                 },
                 origin: None,
             });

@@ -1220,6 +1220,7 @@ mod tests {
             headers_s: None,
             handshake_s: None,
             lag_s: None,
+            rpc_id: None,
         }
     }
 

@@ -440,6 +440,7 @@ mod tests {
                 headers_s: None,
                 handshake_s: None,
                 lag_s: None,
+                rpc_id: None,
             },
             origin: None,
         }
@@ -609,6 +610,7 @@ mod tests {
                         headers_s: None,
                         handshake_s: None,
                         lag_s: None,
+                        rpc_id: None,
                     },
                     origin: None,
                 })
@@ -696,6 +698,7 @@ mod tests {
                     headers_s: None,
                     handshake_s: None,
                     lag_s: None,
+                    rpc_id: None,
                 },
                 origin: None,
             });

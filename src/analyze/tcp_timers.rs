@@ -536,6 +536,7 @@ pub(crate) mod tests {
                 headers_s: headers,
                 handshake_s: None,
                 lag_s: None,
+                rpc_id: None,
             },
         )
     }

@@ -156,17 +156,19 @@ fn tools(a: &Agent) -> Vec<Tool> {
         ),
         tool(
             "explain",
-            format!("One request or call of a run and everything its journal ties to it: outcome, duration, phases (witness's own wait apart), what the server said, what happened meanwhile (exits, restarts, log lines), timers suspected. Pick by `request` (its id, as story's failures give it), or `which`: slowest_ok or failed, optionally `at` one level (\"8\", \"level 8\") or kind of call (\"tools/call search\"). At most {} exchanges.", agent::PART),
+            format!("One request or call of a run and everything its journal ties to it: outcome, duration, phases (witness's own wait apart), what the server said, what happened meanwhile (exits, restarts, log lines), timers suspected. Pick by `request` (its id, as story's failures give it), a relayed call by `rpc_id` (its JSON-RPC id), or `which`: slowest_ok or failed, optionally `at` one level (\"8\", \"level 8\") or kind of call (\"tools/call search\"). At most {} exchanges.", agent::PART),
             json!({"type": "object", "required": ["run"], "properties": {
                 "run": {"type": "string", "description": RUN_ARG},
-                "request": {"type": "integer", "minimum": 0, "description": "The request's id."},
+                "request": {"type": "integer", "minimum": 0, "description": "The request's id (witness's, as story's failures give it)."},
+                "rpc_id": {"type": ["integer", "string"], "description": "A call a client made through wrap, by its JSON-RPC id (with `at` naming its kind of call when ids repeat)."},
                 "which": {"type": "string", "enum": ["slowest_ok", "failed"]},
                 "at": {"type": "string", "description": "A level (\"8\") or a kind of call (\"tools/call search\")."},
                 "limit": {"type": "integer", "minimum": 1, "maximum": agent::PART}}}),
             json!({"type": "object", "required": ["run", "exchanges", "found"], "properties": {
                 "run": {"type": "string"}, "found": {"type": "integer"},
                 "exchanges": {"type": "array", "items": {"type": "object", "required": ["id", "at", "ok", "outcome", "duration_s"], "properties": {
-                    "id": {"type": "integer"}, "at": {"type": "string"}, "ok": {"type": "boolean"},
+                    "id": {"type": "integer"}, "rpc_id": {"type": ["string", "null"]},
+                    "at": {"type": "string"}, "ok": {"type": "boolean"},
                     "outcome": {"type": "string"}, "status": {"type": ["integer", "null"]},
                     "start_s": {"type": "number"}, "end_s": {"type": "number"},
                     "duration_s": {"type": "number"}, "took": {"type": "string"},
@@ -334,6 +336,15 @@ impl Agent {
             .ok_or("`run` is required")?;
         let (path, a) = self.analysed(spec)?;
         let request = arg(args, "request").and_then(|v| v.as_u64());
+        // A relayed call's JSON-RPC id: 7 or "7" for the number, "abc" for the string.
+        let rpc = arg(args, "rpc_id").cloned();
+        let rpc_matches = |stored: &Option<String>| match (&rpc, stored) {
+            (Some(want), Some(have)) => {
+                serde_json::from_str::<Value>(have).ok().as_ref() == Some(want)
+                    || want.as_str().is_some_and(|w| w == have)
+            }
+            _ => false,
+        };
         let which = arg(args, "which").and_then(|v| v.as_str());
         let at = arg(args, "at").and_then(|v| v.as_str()).map(|s| {
             if s.chars().next().is_some_and(|c| c.is_ascii_digit()) {
@@ -346,10 +357,8 @@ impl Agent {
             .and_then(|v| v.as_u64())
             .unwrap_or(5)
             .clamp(1, agent::PART as u64) as usize;
-        if request.is_none() && which.is_none() {
-            return Err(
-                "name the exchange: `request` (an id) or `which` (slowest_ok or failed)".into(),
-            );
+        if request.is_none() && rpc.is_none() && which.is_none() {
+            return Err("name the exchange: `request` (witness's id), `rpc_id` (a relayed call's JSON-RPC id) or `which` (slowest_ok or failed)".into());
         }
         let file =
             crate::sources::journal::JournalFile::open(&path).map_err(|e| format!("{e:#}"))?;
@@ -363,12 +372,22 @@ impl Agent {
                 group,
                 duration_s,
                 outcome,
+                rpc_id,
                 ..
             } = &r.event
             else {
                 continue;
             };
             if at.as_ref().is_some_and(|w| agent::place(&a, group) != *w) {
+                continue;
+            }
+            if rpc.is_some() {
+                // The last call with that id (a client may reuse ids across sessions).
+                if rpc_matches(rpc_id) {
+                    matched += 1;
+                    found.clear();
+                    found.push(r);
+                }
                 continue;
             }
             let ok = matches!(outcome, Outcome::Ok);
@@ -407,6 +426,9 @@ impl Agent {
             .filter_map(|r| agent::exchange(&a, r))
             .collect();
         if exchanges.is_empty() {
+            if let Some(r) = &rpc {
+                return Err(format!("no call with JSON-RPC id {r} in run {}", id(&path)));
+            }
             return Err(match (request, at) {
                 (Some(i), _) => format!("no request {i} in run {}", id(&path)),
                 (None, Some(w)) => format!("no such exchange at {w} in run {}", id(&path)),

@@ -93,6 +93,8 @@ fn encode_request(rec: &Record, out: &mut Vec<u8>) -> bool {
         headers_s,
         handshake_s,
         lag_s,
+        // A relayed call's JSON-RPC id has no compact form: that record is written in full.
+        rpc_id: None,
     } = &rec.event
     else {
         return false;
@@ -569,6 +571,7 @@ fn plain_request(b: &[u8]) -> Option<Record> {
             headers_s: headers_s.map(|us| us as f64 / 1e6),
             handshake_s: None,
             lag_s: None,
+            rpc_id: None,
         },
         origin: None,
     })
@@ -782,6 +785,7 @@ fn decode_request(mut p: Parser) -> Result<Record, String> {
             headers_s: ph,
             handshake_s: pt,
             lag_s: wl,
+            rpc_id: None,
         },
         origin: og,
     })
@@ -817,6 +821,7 @@ mod tests {
                 headers_s: None,
                 handshake_s: None,
                 lag_s: None,
+                rpc_id: None,
             },
             origin: None,
         }
@@ -1123,6 +1128,7 @@ mod tests {
                 event: Event::Request {
                     id, group, worker, start_s, duration_s, outcome, status, scheduled_s, detail,
                     body_bytes, body_cut, connect_s, headers_s, handshake_s, lag_s,
+                    rpc_id: None,
                 },
                 origin,
             };

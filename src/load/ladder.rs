@@ -608,6 +608,7 @@ async fn http_worker(sh: Shared, w: u32) -> u64 {
                         headers_s: None,
                         handshake_s: None,
                         lag_s: Some(lag_s),
+                        rpc_id: None,
                     },
                 );
                 break;
@@ -802,6 +803,7 @@ fn journal_exchange(journal: &Journal, ids: &AtomicU64, group: &str, worker: u32
             headers_s: s.headers_s,
             handshake_s: s.handshake_s,
             lag_s: s.lag_s,
+            rpc_id: None,
         },
     );
 }

@@ -148,6 +148,7 @@ pub(super) fn journal_scheduled(
             headers_s: s.headers_s,
             handshake_s: s.handshake_s,
             lag_s: s.lag_s,
+            rpc_id: None,
         },
     );
 }

@@ -1215,6 +1215,11 @@ impl Exchange {
             return;
         }
         self.done = true;
+        // The call's JSON-RPC id as the client wrote it (none for a notification or plain HTTP).
+        let rpc_id = rpc
+            .as_ref()
+            .and_then(|c| c.id.as_ref())
+            .map(|id| id.to_string());
         let group = match rpc {
             Some(call) => Observed {
                 via: Via::Http,
@@ -1273,6 +1278,7 @@ impl Exchange {
                 headers_s: None,
                 handshake_s: None,
                 lag_s: None,
+                rpc_id,
             },
         );
     }

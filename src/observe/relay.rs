@@ -233,6 +233,8 @@ struct Pending {
     waited_s: Option<f64>,
     /// Its progress token, while it is in flight.
     token: Option<String>,
+    /// Its JSON-RPC id as the client wrote it (`7`, `"abc"`).
+    rpc_id: String,
 }
 
 /// A call that ended, to be journalled.
@@ -240,6 +242,8 @@ struct Pending {
 pub enum Finished {
     Exchange {
         group: String,
+        /// The call's JSON-RPC id as the client wrote it.
+        rpc_id: Option<String>,
         start: Instant,
         end: Instant,
         outcome: Outcome,
@@ -485,8 +489,9 @@ impl Tracker {
                     }
                 }
                 map.insert(
-                    k,
+                    k.clone(),
                     Pending {
+                        rpc_id: k,
                         token,
                         group,
                         initialize: dir == Dir::FromClient && method == "initialize",
@@ -532,6 +537,7 @@ impl Tracker {
                                 }
                             }
                             out.push(Finished::Exchange {
+                                rpc_id: Some(p.rpc_id.clone()),
                                 group: p.group,
                                 start: p.start,
                                 end: at,
@@ -647,6 +653,7 @@ impl Tracker {
             detail = Some(d.join("; "));
         }
         Finished::Exchange {
+            rpc_id: Some(p.rpc_id.clone()),
             group: p.group,
             start: p.start,
             end: at,
@@ -682,6 +689,7 @@ impl Tracker {
             Outcome::Ok
         };
         out.push(Finished::Exchange {
+            rpc_id: Some(p.rpc_id.clone()),
             group: p.group,
             start: p.start,
             end: at,
@@ -813,6 +821,7 @@ fn closed(p: Pending, at: Instant, mut why: String) -> Finished {
         };
     }
     Finished::Exchange {
+        rpc_id: Some(p.rpc_id.clone()),
         group: p.group,
         start: p.start,
         end: at,
@@ -1159,6 +1168,7 @@ impl Shared {
             match f {
                 Finished::Exchange {
                     group,
+                    rpc_id,
                     start,
                     end,
                     outcome,
@@ -1182,6 +1192,7 @@ impl Shared {
                         headers_s: None,
                         handshake_s: None,
                         lag_s: None,
+                        rpc_id,
                     },
                 ),
                 Finished::Session {

@@ -252,6 +252,7 @@ pub fn exchange(a: &Analysis, r: &Record) -> Option<Value> {
         connect_s,
         headers_s,
         lag_s,
+        rpc_id,
         ..
     } = &r.event
     else {
@@ -299,6 +300,8 @@ pub fn exchange(a: &Analysis, r: &Record) -> Option<Value> {
     let ok = matches!(outcome, crate::journal::Outcome::Ok);
     Some(json!({
         "id": id,
+        // A relayed call's JSON-RPC id as the client wrote it (JSON text: 7, "abc").
+        "rpc_id": rpc_id,
         "at": at,
         "ok": ok,
         "outcome": if ok { "ok".to_string() } else { outcome.describe() },

@@ -2033,6 +2033,7 @@ mod tests {
                     headers_s: None,
                     handshake_s: None,
                     lag_s: None,
+                    rpc_id: None,
                 },
             )
         };
@@ -2247,6 +2248,7 @@ mod tests {
                     headers_s: None,
                     handshake_s: None,
                     lag_s: None,
+                    rpc_id: None,
                 },
             )
         };

@@ -1043,6 +1043,7 @@ pub(crate) mod tests {
                     headers_s: None,
                     handshake_s: None,
                     lag_s: None,
+                    rpc_id: None,
                 },
             )
         };

@@ -258,6 +258,7 @@ mod tests {
                     headers_s: None,
                     handshake_s: None,
                     lag_s: None,
+                    rpc_id: None,
                 },
             )
         };

@@ -321,6 +321,7 @@ impl Shared {
                 headers_s: s.headers_s,
                 handshake_s: s.handshake_s,
                 lag_s: s.lag_s,
+                rpc_id: None,
             },
         );
         self.in_flight.fetch_sub(1, Ordering::Relaxed);

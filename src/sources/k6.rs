@@ -250,6 +250,7 @@ impl K6Stream {
                 headers_s: None,
                 handshake_s: None,
                 lag_s: None,
+                rpc_id: None,
             },
             origin: None,
         })
