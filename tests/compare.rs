@@ -227,37 +227,6 @@ fn the_example_server_thirty_percent_slower_per_request_is_slower_at_every_level
     );
 }
 
-fn nginx_conf(dir: &Path, port: &str, upstream: &str, timeout: &str) -> PathBuf {
-    let d = dir.display();
-    let conf = format!(
-        r#"
-daemon off;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log stderr warn;
-events {{ worker_connections 64; }}
-http {{
-  access_log off;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fastcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
-  server {{
-    listen 127.0.0.1:{port};
-    location / {{
-      proxy_pass http://127.0.0.1:{upstream};
-      proxy_read_timeout {timeout};
-    }}
-  }}
-}}
-"#
-    );
-    let p = dir.join(format!("nginx-{timeout}.conf"));
-    std::fs::write(&p, conf).unwrap();
-    p
-}
-
 /// nginx in front of a server that answers one call at a time (300 ms each): at level 8 the last
 /// call waits 2.4 s. With `proxy_read_timeout 10s` every call is answered; with 2s, level 8's
 /// waits pass nginx's timer and it answers 504 at 2 s.
@@ -272,7 +241,7 @@ fn a_proxy_timer_that_starts_firing_at_level_8_is_a_new_timer_there_with_its_evi
     wait_listening(upstream.parse().unwrap());
     let run_nginx = |timeout: &str| -> PathBuf {
         let port = free_port().to_string();
-        let conf = nginx_conf(&dir, &port, &upstream, timeout);
+        let conf = nginx_proxy_conf(&dir, &port, &upstream, timeout);
         let journal = dir.join(format!("nginx-{timeout}.jsonl"));
         let out = run_bounded(
             Command::new(witness())

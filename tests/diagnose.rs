@@ -7,7 +7,6 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -127,37 +126,6 @@ fn gunicorn_s_worker_timeout_is_a_timer_that_starts_with_each_request() {
     assert!(page.contains("WORKER TIMEOUT"));
 }
 
-fn nginx_conf(dir: &Path, port: &str, upstream: &str) -> PathBuf {
-    let d = dir.display();
-    let conf = format!(
-        r#"
-daemon off;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log stderr warn;
-events {{ worker_connections 64; }}
-http {{
-  access_log off;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fastcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
-  server {{
-    listen 127.0.0.1:{port};
-    location / {{
-      proxy_pass http://127.0.0.1:{upstream};
-      proxy_read_timeout 2s;
-    }}
-  }}
-}}
-"#
-    );
-    let p = dir.join("nginx.conf");
-    std::fs::write(&p, conf).unwrap();
-    p
-}
-
 #[test]
 fn nginx_s_proxy_read_timeout_is_a_timer_that_starts_with_each_request() {
     let Some(nginx) = tool("nginx", &["/usr/sbin", "/usr/local/sbin"]) else {
@@ -168,7 +136,7 @@ fn nginx_s_proxy_read_timeout_is_a_timer_that_starts_with_each_request() {
     let _slow = Bg::start(Command::new(toy()).args(["--port", &upstream, "--call", "sleep:30s"]));
     wait_listening(upstream.parse().unwrap());
     let port = free_port().to_string();
-    let conf = nginx_conf(&dir, &port, &upstream);
+    let conf = nginx_proxy_conf(&dir, &port, &upstream, "2s");
     let r = dir.join("r.json");
     let out = run_bounded(
         Command::new(witness())

@@ -486,3 +486,36 @@ pub fn shown_duration(s: f64) -> String {
         s => format!("{s:.1}s"),
     }
 }
+
+/// An nginx configuration in `dir`: listen on `port`, proxy to 127.0.0.1:`upstream` with
+/// `proxy_read_timeout` `timeout`, in the foreground, its temporary files in `dir`.
+pub fn nginx_proxy_conf(dir: &Path, port: &str, upstream: &str, timeout: &str) -> PathBuf {
+    let d = dir.display();
+    let conf = format!(
+        r#"
+daemon off;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log stderr warn;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://127.0.0.1:{upstream};
+      proxy_read_timeout {timeout};
+    }}
+  }}
+}}
+"#
+    );
+    let p = dir.join(format!("nginx-{timeout}.conf"));
+    std::fs::write(&p, conf).unwrap();
+    p
+}
