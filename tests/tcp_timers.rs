@@ -102,13 +102,16 @@ fn connects_dropped_by_a_full_listen_queue_are_named_syn_retransmissions_with_th
             .iter()
             .find(|d| d.starts_with(&format!("level {n}: ")));
         // 32 connects in a burst always overflow 8 places. 16 do unless a busy machine spread
-        // witness's workers' connects over the server's accepts (seen under CI's load): then the
-        // few that waited are not named, and many never go unnamed.
+        // witness's workers' connects over the server's accepts (seen under CI's load and with two
+        // CPU hogs): then few waited, and those are named with their count or not at all — many
+        // never go unnamed.
         if n == 16 && named.is_none() {
             assert!(retransmitted < (n / 4) as usize, "level {n} unnamed: {c:?}");
             continue;
         }
-        assert!(retransmitted >= (n / 4) as usize, "level {n}: {c:?}");
+        if n == 32 {
+            assert!(retransmitted >= (n / 4) as usize, "level {n}: {c:?}");
+        }
         let d = named.unwrap_or_else(|| panic!("no suspicion for level {n}: {found:?}"));
         // "8 connects took 1.00 s, 16 took 2.06 s (of 32 …": the counts are the journal's.
         let counts = d[format!("level {n}: ").len()..d.find(" (of ").unwrap()]
